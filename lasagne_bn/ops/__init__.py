@@ -1,0 +1,39 @@
+"""Batch-normalization ops with Theano 1.0's API, for every PyTensor backend.
+
+>>> import pytensor.tensor as pt
+>>> from lasagne_bn.ops import batch_normalization_train
+>>> out, mean, invstd = batch_normalization_train(pt.tensor4(), pt.vector(), pt.vector(),
+...                                               axes='spatial')
+>>> out.owner.op
+BatchNormTrain{axes=(0, 2, 3)}
+
+Importing this package registers the Numba kernels (the default backend),
+the C-backend lowering, and a hook that registers the JAX kernels the first
+time a function is compiled in JAX mode (so importing costs no JAX import).
+"""
+
+from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
+from lasagne_bn.ops import rewrites as _rewrites  # noqa: F401
+from lasagne_bn.ops.api import (
+    batch_normalization,
+    batch_normalization_test,
+    batch_normalization_train,
+    moments,
+)
+from lasagne_bn.ops.bn import (
+    BatchNormApply,
+    BatchNormInference,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+)
+
+__all__ = [
+    "BatchNormApply",
+    "BatchNormInference",
+    "BatchNormTrain",
+    "BatchNormTrainGrad",
+    "batch_normalization",
+    "batch_normalization_test",
+    "batch_normalization_train",
+    "moments",
+]

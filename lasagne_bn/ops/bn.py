@@ -1,0 +1,592 @@
+"""Batch-normalization Ops: graph nodes, NumPy reference kernels and gradients.
+
+The Ops work on *full-layout* parameters: ``gamma``, ``beta`` and the
+statistics have the input's ndim, with size 1 on the reduced axes.  The
+public functions in :mod:`lasagne_bn.ops.api` convert Theano's reduced
+layout to and from this one.
+
+The ``perform`` methods are the NumPy reference every backend is tested
+against, and what ``FAST_COMPILE`` and the python linker run, so they are
+vectorised and keep temporaries in the input's precision (float32 at
+least): the statistics are accumulated in float64 from data shifted by one
+sample per channel, which keeps ``1e6 + N(0, 1)`` float32 input exact
+enough where ``E[x^2] - E[x]^2`` (or even an unshifted two-pass variance
+with a rounded mean) would not be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.gradient import DisconnectedType, disconnected_type
+from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.op import Op
+from pytensor.scalar import upcast
+from pytensor.tensor.extra_ops import broadcast_shape
+from pytensor.tensor.shape import shape_i, specify_broadcastable
+from pytensor.tensor.type import TensorType
+
+from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+# --------------------------------------------------------------------------
+# dtype and input validation shared by make_node and the public functions
+
+
+def check_float(var: Variable, name: str) -> None:
+    """Raise ``TypeError`` unless ``var`` is a float tensor."""
+    dtype = getattr(var.type, "dtype", None)
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} has dtype {dtype}; expected a float dtype ({', '.join(FLOAT_DTYPES)})"
+        )
+
+
+def bn_dtypes(x_dtype: str, *param_dtypes: str) -> tuple[str, str]:
+    """``(output dtype, statistics dtype)`` for an input and its parameters.
+
+    Like Theano, everything is upcast to a common dtype, except that float16
+    input keeps float16 output and gets float32 (or wider) statistics.
+    """
+    if x_dtype == "float16":
+        return "float16", upcast("float32", *param_dtypes)
+    common = upcast(x_dtype, *param_dtypes)
+    return common, common
+
+
+def acc_dtype(dtype: str | np.dtype) -> np.dtype:
+    """Precision of the temporaries: float64 for float64, else float32."""
+    return np.dtype("float64") if np.dtype(dtype) == np.float64 else np.dtype("float32")
+
+
+def as_scalar(value, name: str, low: float, high: float, low_open: bool) -> Variable:
+    """A float64 scalar graph input, range-checked now when it is a constant."""
+    var = pt.as_tensor_variable(value)
+    if var.ndim != 0:
+        raise ValueError(f"{name} must be a scalar, got a {var.ndim}-d tensor")
+    if var.type.dtype not in FLOAT_DTYPES and not var.type.dtype.startswith(("int", "uint")):
+        raise TypeError(f"{name} has dtype {var.type.dtype}; expected a real number")
+    if isinstance(var, Constant):
+        v = float(var.data)
+        bad = (v <= low if low_open else v < low) or v > high or not np.isfinite(v)
+        if bad:
+            lo = "(" if low_open else "["
+            raise ValueError(f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]")
+    return pt.cast(var, "float64")
+
+
+def check_param(
+    param: Variable, name: str, x: Variable, axes: Sequence[int], dtype: str
+) -> Variable:
+    """Validate a full-layout parameter against ``x`` and cast it to ``dtype``.
+
+    Reduced axes must be broadcastable: a static size other than 1 is a
+    ``ValueError`` now, an unknown size is checked when the graph runs.
+    """
+    check_float(param, name)
+    if param.ndim != x.ndim:
+        raise ValueError(
+            f"{name} has ndim={param.ndim}; expected ndim={x.ndim} (full layout) here"
+        )
+    for i, (ps, xs) in enumerate(zip(param.type.shape, x.type.shape, strict=True)):
+        if i in axes:
+            if ps is not None and ps != 1:
+                raise ValueError(
+                    f"{name} has size {ps} on axis {i}, which is normalized over; "
+                    "expected size 1 (broadcastable)"
+                )
+        elif ps is not None and xs is not None and ps != xs:
+            raise ValueError(
+                f"{name} has shape {param.type.shape} but inputs has shape {x.type.shape}: "
+                f"expected size {xs} on axis {i}"
+            )
+    unknown = [a for a in axes if param.type.shape[a] is None]
+    if unknown:
+        param = specify_broadcastable(param, *unknown)
+    return pt.cast(param, dtype)
+
+
+def check_static_m(x: Variable, axes: Sequence[int]) -> None:
+    """A training statistic needs at least two values; say so when shapes are known."""
+    sizes = [x.type.shape[a] for a in axes]
+    if all(s is not None for s in sizes):
+        m = int(np.prod(sizes))
+        if m < 2:
+            raise ValueError(
+                f"inputs has shape {x.type.shape} and axes={tuple(axes)}: each statistic "
+                f"would be computed from m={m} value(s); training needs m >= 2 "
+                "(use batch_normalization_test, or a larger batch)"
+            )
+
+
+def symbolic_m(x: Variable, axes: Sequence[int], dtype: str) -> Variable:
+    """Number of values behind each statistic, as a graph (static when known)."""
+    m = pt.as_tensor_variable(1, dtype="int64")
+    for a in axes:
+        m = m * shape_i(x, a)
+    return pt.cast(m, dtype)
+
+
+def is_disconnected(var: Variable) -> bool:
+    return isinstance(var.type, DisconnectedType)
+
+
+def stat_type(x: Variable, axes: Sequence[int], dtype: str, like: Variable) -> TensorType:
+    """Type of a full-layout statistic, taking static sizes from ``x`` or ``like``."""
+    shape = tuple(
+        1 if i in axes else (xs if xs is not None else ls)
+        for i, (xs, ls) in enumerate(zip(x.type.shape, like.type.shape, strict=True))
+    )
+    return TensorType(dtype, shape=shape)
+
+
+# --------------------------------------------------------------------------
+# NumPy reference kernels
+
+
+def _check_runtime(x: np.ndarray, axes: Sequence[int], **params: np.ndarray) -> int:
+    want = stat_shape(x.shape, axes)
+    for name, value in params.items():
+        if value.shape != want:
+            raise ValueError(
+                f"{name} has shape {value.shape} but inputs has shape {x.shape} with "
+                f"axes={tuple(axes)}: expected {name} of shape {want}"
+            )
+    return reduced_size(x.shape, axes)
+
+
+def _check_m(m: int, x: np.ndarray, axes: Sequence[int]) -> None:
+    if m < 2:
+        raise ValueError(
+            f"inputs of shape {x.shape} with axes={tuple(axes)} gives m={m} value(s) per "
+            "statistic; training needs m >= 2"
+        )
+
+
+def _check_scalar(value: float, name: str, low: float, high: float, low_open: bool) -> None:
+    bad = (value <= low if low_open else value < low) or value > high or not np.isfinite(value)
+    if bad:
+        lo = "(" if low_open else "["
+        raise ValueError(f"{name}={value} is out of range: expected a value in {lo}{low}, {high}]")
+
+
+def np_train_forward(x, gamma, beta, epsilon, axes):
+    """Training forward pass: ``(out, mean, invstd, biased var)``.
+
+    Statistics come back in float64; the caller casts them.
+    """
+    axes = tuple(axes)
+    m = _check_runtime(x, axes, gamma=gamma, beta=beta)
+    _check_m(m, x, axes)
+    _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
+    work = x.astype(acc_dtype(x.dtype), copy=False)
+    first = tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))
+    shift = work[first]
+    centred = work - shift
+    mean_shifted = centred.mean(axis=axes, keepdims=True, dtype=np.float64)
+    centred -= mean_shifted.astype(centred.dtype)
+    var = np.square(centred).mean(axis=axes, keepdims=True, dtype=np.float64)
+    invstd = 1.0 / np.sqrt(var + float(epsilon))
+    centred *= (gamma * invstd).astype(centred.dtype)
+    centred += beta.astype(centred.dtype)
+    mean = shift.astype(np.float64) + mean_shifted
+    return centred.astype(x.dtype, copy=False), mean, invstd, var
+
+
+def np_train_backward(x, dy, gamma, mean, invstd, axes):
+    """Gradient of the training output w.r.t. ``x``, ``gamma`` and ``beta``.
+
+    ``mean`` and ``invstd`` are the statistics the forward pass returned.
+    """
+    axes = tuple(axes)
+    m = _check_runtime(x, axes, gamma=gamma, mean=mean, invstd=invstd)
+    _check_m(m, x, axes)
+    if dy.shape != x.shape:
+        raise ValueError(f"output gradient has shape {dy.shape}; expected {x.shape}")
+    work = acc_dtype(x.dtype)
+    centred = x.astype(work, copy=False) - mean.astype(work)
+    dyw = dy.astype(work, copy=False)
+    dbeta = dyw.sum(axis=axes, keepdims=True, dtype=np.float64)
+    dot = (dyw * centred).sum(axis=axes, keepdims=True, dtype=np.float64)
+    invstd64 = invstd.astype(np.float64)
+    dgamma = dot * invstd64
+    k1 = gamma * invstd64
+    k2 = (k1 * invstd64 * invstd64 * dot / m).astype(work)
+    k3 = (k1 * dbeta / m).astype(work)
+    centred *= k2
+    dx = dyw * k1.astype(work)
+    dx -= centred
+    dx -= k3
+    return dx.astype(x.dtype, copy=False), dgamma, dbeta
+
+
+def np_inference(x, gamma, beta, mean, var, epsilon, axes):
+    """Inference: normalize ``x`` with given statistics."""
+    _check_runtime(x, axes, gamma=gamma, beta=beta, mean=mean, var=var)
+    _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
+    work = acc_dtype(x.dtype)
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + float(epsilon))
+    out = np.subtract(x, mean, dtype=work)
+    out *= scale.astype(work)
+    out += beta.astype(work)
+    return out.astype(x.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------
+# Ops
+
+
+class BatchNormTrain(Op):
+    """Training-mode batch normalization over ``axes`` (full-layout params).
+
+    Inputs: ``x, gamma, beta, epsilon`` and optionally
+    ``running_average_factor, running_mean, running_var``.
+    Outputs: ``out, mean, invstd`` and, with running statistics,
+    ``new_running_mean, new_running_var`` (unbiased variance).
+    """
+
+    __props__ = ("axes",)
+
+    def __init__(self, axes: Sequence[int]):
+        self.axes = tuple(int(a) for a in axes)
+
+    def make_node(self, x, gamma, beta, epsilon, *running):
+        x = pt.as_tensor_variable(x)
+        check_float(x, "inputs")
+        gamma, beta = pt.as_tensor_variable(gamma), pt.as_tensor_variable(beta)
+        if len(running) not in (0, 3):
+            raise TypeError(
+                "BatchNormTrain takes either no running statistics or all of "
+                "running_average_factor, running_mean and running_var"
+            )
+        running = [pt.as_tensor_variable(r) for r in running]
+        params = [gamma, beta, *running[1:]]
+        for p, name in zip(params, ("gamma", "beta", "running_mean", "running_var")):
+            check_float(p, name)
+        out_dtype, st_dtype = bn_dtypes(x.type.dtype, *(p.type.dtype for p in params))
+        x = pt.cast(x, out_dtype)
+        check_static_m(x, self.axes)
+        gamma = check_param(gamma, "gamma", x, self.axes, st_dtype)
+        beta = check_param(beta, "beta", x, self.axes, st_dtype)
+        epsilon = as_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        inputs = [x, gamma, beta, epsilon]
+        st = stat_type(x, self.axes, st_dtype, gamma)
+        outputs = [x.type(), st(), st()]
+        if running:
+            factor = as_scalar(running[0], "running_average_factor", 0.0, 1.0, False)
+            rmean = check_param(running[1], "running_mean", x, self.axes, st_dtype)
+            rvar = check_param(running[2], "running_var", x, self.axes, st_dtype)
+            inputs += [factor, rmean, rvar]
+            outputs += [rmean.type(), rvar.type()]
+        return Apply(self, inputs, outputs)
+
+    def perform(self, node, inputs, output_storage):
+        x, gamma, beta, epsilon = inputs[:4]
+        out, mean, invstd, var = np_train_forward(x, gamma, beta, epsilon, self.axes)
+        st_dtype = node.outputs[1].type.dtype
+        output_storage[0][0] = out
+        output_storage[1][0] = mean.astype(st_dtype)
+        output_storage[2][0] = invstd.astype(st_dtype)
+        if len(inputs) > 4:
+            factor, rmean, rvar = inputs[4:]
+            _check_scalar(float(factor), "running_average_factor", 0.0, 1.0, False)
+            _check_runtime(x, self.axes, running_mean=rmean, running_var=rvar)
+            m = reduced_size(x.shape, self.axes)
+            f = float(factor)
+            output_storage[3][0] = (rmean * (1 - f) + mean * f).astype(st_dtype)
+            output_storage[4][0] = (rvar * (1 - f) + var * (m / (m - 1)) * f).astype(st_dtype)
+
+    def infer_shape(self, fgraph, node, shapes):
+        xs = shapes[0]
+        st = tuple(1 if i in self.axes else xs[i] for i in range(len(xs)))
+        result = [xs, st, st]
+        if len(node.inputs) > 4:
+            result += [shapes[5], shapes[6]]
+        return result
+
+    def connection_pattern(self, node):
+        # outputs: out, mean, invstd[, new_running_mean, new_running_var]
+        pattern = [
+            [True, True, True, True, True],  # x
+            [True, False, False, False, False],  # gamma
+            [True, False, False, False, False],  # beta
+            [True, False, True, False, False],  # epsilon
+            [False, False, False, True, True],  # running_average_factor
+            [False, False, False, True, False],  # running_mean
+            [False, False, False, False, True],  # running_var
+        ]
+        n_out = len(node.outputs)
+        return [row[:n_out] for row in pattern[: len(node.inputs)]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        x, gamma, beta, epsilon = inputs[:4]
+        _, mean, invstd = outputs[:3]
+        g_out, g_mean, g_invstd = cotangents[:3]
+        g_rmean, g_rvar = cotangents[3:] if len(cotangents) > 3 else (None, None)
+        work = mean.type.dtype
+        m = symbolic_m(x, self.axes, work)
+
+        def connected(g):
+            return g is not None and not is_disconnected(g)
+
+        grads: list[Variable] = [disconnected_type() for _ in inputs]
+        dx_terms = []
+        if connected(g_out):
+            dx, dgamma, dbeta = BatchNormTrainGrad(self.axes)(x, g_out, gamma, mean, invstd)
+            dx_terms.append(dx)
+            grads[1], grads[2] = dgamma, dbeta
+        # d(mean)/dx = 1/m, d(var)/dx = 2 (x - mean) / m: collect both channels.
+        g_mean_total = None
+        g_var_total = None
+        if connected(g_mean):
+            g_mean_total = g_mean
+        if connected(g_invstd):
+            g_var_total = g_invstd * (-0.5) * invstd**3
+        if len(inputs) > 4:
+            factor, rmean, rvar = inputs[4:]
+            f = pt.cast(factor, work)
+            if connected(g_rmean):
+                g_mean_total = g_rmean * f if g_mean_total is None else g_mean_total + g_rmean * f
+            if connected(g_rvar):
+                term = g_rvar * f * m / (m - 1)
+                g_var_total = term if g_var_total is None else g_var_total + term
+        if g_mean_total is not None:
+            dx_terms.append(pt.cast(g_mean_total / m, x.type.dtype))
+        if g_var_total is not None:
+            dx_terms.append(pt.cast(g_var_total * 2 * (x - mean) / m, x.type.dtype))
+        if dx_terms:
+            grads[0] = dx_terms[0] if len(dx_terms) == 1 else pt.add(*dx_terms)
+        # epsilon enters through invstd = (var + eps) ** -0.5.
+        g_invstd_eps = None
+        if connected(g_out):
+            g_invstd_eps = grads[1] * gamma / invstd
+        if connected(g_invstd):
+            g_invstd_eps = g_invstd if g_invstd_eps is None else g_invstd_eps + g_invstd
+        if g_invstd_eps is not None:
+            grads[3] = pt.cast((g_invstd_eps * (-0.5) * invstd**3).sum(), epsilon.type.dtype)
+        if len(inputs) > 4:
+            factor, rmean, rvar = inputs[4:]
+            f = pt.cast(factor, work)
+            df = []
+            if connected(g_rmean):
+                grads[5] = g_rmean * (1 - f)
+                df.append((g_rmean * (mean - rmean)).sum())
+            if connected(g_rvar):
+                grads[6] = g_rvar * (1 - f)
+                var = 1 / invstd**2 - pt.cast(epsilon, work)
+                df.append((g_rvar * (var * m / (m - 1) - rvar)).sum())
+            if df:
+                grads[4] = pt.cast(pt.add(*df) if len(df) > 1 else df[0], factor.type.dtype)
+        return grads
+
+
+def train_grad_graph(axes, x, dy, gamma, mean, invstd):
+    """The training gradient as a plain PyTensor graph (mean/invstd taken as given).
+
+    Used for second-order gradients and for lowering on the C backend.
+    """
+    work = mean.type.dtype
+    m = symbolic_m(x, axes, work)
+    xhat = (pt.cast(x, work) - mean) * invstd
+    dyw = pt.cast(dy, work)
+    dbeta = dyw.sum(axis=axes, keepdims=True)
+    dgamma = (dyw * xhat).sum(axis=axes, keepdims=True)
+    dx = (gamma * invstd) * (dyw - dbeta / m - xhat * (dgamma / m))
+    return pt.cast(dx, x.type.dtype), dgamma, dbeta
+
+
+class BatchNormTrainGrad(Op):
+    """Gradient of :class:`BatchNormTrain`'s output w.r.t. ``x``, ``gamma``, ``beta``.
+
+    Inputs: ``x, dy, gamma, mean, invstd`` (the forward statistics).
+    It is differentiable itself, so second-order gradients work.
+    """
+
+    __props__ = ("axes",)
+
+    def __init__(self, axes: Sequence[int]):
+        self.axes = tuple(int(a) for a in axes)
+
+    def make_node(self, x, dy, gamma, mean, invstd):
+        x = pt.as_tensor_variable(x)
+        check_float(x, "inputs")
+        dy = pt.cast(pt.as_tensor_variable(dy), x.type.dtype)
+        if dy.ndim != x.ndim:
+            raise ValueError(f"output gradient has ndim={dy.ndim}; expected {x.ndim}")
+        gamma = pt.as_tensor_variable(gamma)
+        st_dtype = bn_dtypes(x.type.dtype, gamma.type.dtype)[1]
+        gamma = check_param(gamma, "gamma", x, self.axes, st_dtype)
+        mean = check_param(pt.as_tensor_variable(mean), "mean", x, self.axes, st_dtype)
+        invstd = check_param(pt.as_tensor_variable(invstd), "invstd", x, self.axes, st_dtype)
+        return Apply(self, [x, dy, gamma, mean, invstd], [x.type(), gamma.type(), gamma.type()])
+
+    def perform(self, node, inputs, output_storage):
+        x, dy, gamma, mean, invstd = inputs
+        dx, dgamma, dbeta = np_train_backward(x, dy, gamma, mean, invstd, self.axes)
+        st_dtype = node.outputs[1].type.dtype
+        output_storage[0][0] = dx
+        output_storage[1][0] = dgamma.astype(st_dtype)
+        output_storage[2][0] = dbeta.astype(st_dtype)
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0], shapes[2], shapes[2]]
+
+    def connection_pattern(self, node):
+        # outputs: dx, dgamma, dbeta
+        return [
+            [True, True, False],  # x
+            [True, True, True],  # dy
+            [True, False, False],  # gamma
+            [True, True, False],  # mean
+            [True, True, False],  # invstd
+        ]
+
+    def pullback(self, inputs, outputs, cotangents):
+        graph_outs = train_grad_graph(self.axes, *inputs)
+        known = {
+            o: g for o, g in zip(graph_outs, cotangents, strict=True) if not is_disconnected(g)
+        }
+        if not known:
+            return [disconnected_type() for _ in inputs]
+        return pytensor.grad(
+            None,
+            list(inputs),
+            known_grads=known,
+            disconnected_inputs="ignore",
+            return_disconnected="disconnected",
+        )
+
+
+def inference_graph(x, gamma, beta, mean, var, epsilon):
+    """Inference as a plain PyTensor graph (for gradients and C lowering)."""
+    work = gamma.type.dtype
+    scale = gamma / pt.sqrt(var + pt.cast(epsilon, work))
+    out = (pt.cast(x, work) - mean) * scale + beta
+    return pt.cast(out, x.type.dtype)
+
+
+class BatchNormInference(Op):
+    """Inference-mode batch normalization with given ``mean`` and ``var``.
+
+    Inputs: ``x, gamma, beta, mean, var, epsilon`` (full-layout params).
+    """
+
+    __props__ = ("axes",)
+
+    def __init__(self, axes: Sequence[int]):
+        self.axes = tuple(int(a) for a in axes)
+
+    def make_node(self, x, gamma, beta, mean, var, epsilon):
+        x = pt.as_tensor_variable(x)
+        check_float(x, "inputs")
+        params = [pt.as_tensor_variable(p) for p in (gamma, beta, mean, var)]
+        names = ("gamma", "beta", "mean", "var")
+        for p, name in zip(params, names, strict=True):
+            check_float(p, name)
+        out_dtype, st_dtype = bn_dtypes(x.type.dtype, *(p.type.dtype for p in params))
+        x = pt.cast(x, out_dtype)
+        params = [
+            check_param(p, name, x, self.axes, st_dtype)
+            for p, name in zip(params, names, strict=True)
+        ]
+        epsilon = as_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        return Apply(self, [x, *params, epsilon], [x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = np_inference(*inputs, self.axes)
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        (g_out,) = cotangents
+        if is_disconnected(g_out):
+            return [disconnected_type() for _ in inputs]
+        return pytensor.grad(
+            None,
+            list(inputs),
+            known_grads={inference_graph(*inputs): g_out},
+            disconnected_inputs="ignore",
+            return_disconnected="disconnected",
+        )
+
+
+def std_apply_graph(x, gamma, beta, mean, std, dtype):
+    """``(x - mean) * (gamma / std) + beta`` as a plain elementwise graph."""
+    return pt.cast((x - mean) * (gamma / std) + beta, dtype)
+
+
+class BatchNormApply(Op):
+    """Elementwise ``(x - mean) * (gamma / std) + beta`` in one pass (``'low_mem'``).
+
+    All inputs broadcast against each other, as in Theano's
+    ``batch_normalization``.
+    """
+
+    __props__ = ()
+
+    def make_node(self, x, gamma, beta, mean, std):
+        inputs = [pt.as_tensor_variable(v) for v in (x, gamma, beta, mean, std)]
+        for v, name in zip(inputs, ("inputs", "gamma", "beta", "mean", "std"), strict=True):
+            check_float(v, name)
+        dtype = upcast(*(v.type.dtype for v in inputs))
+        ndim = max(v.ndim for v in inputs)
+        padded = [(1,) * (ndim - v.ndim) + tuple(v.type.shape) for v in inputs]
+        shape: list[int | None] = []
+        for i, sizes in enumerate(zip(*padded, strict=True)):
+            known = {s for s in sizes if s is not None and s != 1}
+            if len(known) > 1:
+                raise ValueError(
+                    f"batch_normalization inputs do not broadcast on axis {i}: sizes {sizes}"
+                )
+            if known:
+                shape.append(known.pop())
+            elif all(s == 1 for s in sizes):
+                shape.append(1)
+            else:
+                shape.append(None)
+        padded_inputs = [
+            v if v.ndim == ndim else pt.shape_padleft(v, ndim - v.ndim) for v in inputs
+        ]
+        return Apply(self, padded_inputs, [TensorType(dtype, shape=tuple(shape))()])
+
+    def perform(self, node, inputs, output_storage):
+        x, gamma, beta, mean, std = inputs
+        dtype = node.outputs[0].type.dtype
+        out = np.subtract(x, mean, dtype=dtype)
+        out *= np.divide(gamma, std, dtype=dtype)
+        out += beta
+        output_storage[0][0] = out
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [broadcast_shape(*shapes, arrays_are_shapes=True)]
+
+    def pullback(self, inputs, outputs, cotangents):
+        (g_out,) = cotangents
+        if is_disconnected(g_out):
+            return [disconnected_type() for _ in inputs]
+        graph = std_apply_graph(*inputs, outputs[0].type.dtype)
+        return pytensor.grad(
+            None,
+            list(inputs),
+            known_grads={graph: g_out},
+            disconnected_inputs="ignore",
+            return_disconnected="disconnected",
+        )
+
+
+__all__ = [
+    "BatchNormApply",
+    "BatchNormInference",
+    "BatchNormTrain",
+    "BatchNormTrainGrad",
+    "kept_axes",
+    "np_inference",
+    "np_train_backward",
+    "np_train_forward",
+]

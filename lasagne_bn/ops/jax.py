@@ -1,0 +1,121 @@
+"""JAX registrations for the batch-norm Ops (GPU, TPU and multi-device via XLA).
+
+The kernels are written so that XLA fuses them into the same passes as the
+Numba ones: the statistics are one multi-output reduction over data shifted
+by each channel's first sample (in float32 or wider), the output one fused
+elementwise pass; the backward pass is one reduction of ``dy`` and
+``dy * (x - mean)`` and one elementwise pass.  Shapes are static under
+``jax.jit``, so nothing depends on a dynamic batch size.
+
+This module imports JAX; :mod:`lasagne_bn.ops.rewrites` imports it the first
+time a graph is compiled in JAX mode.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from pytensor.link.jax.dispatch import jax_funcify
+
+from lasagne_bn.ops.bn import BatchNormApply, BatchNormInference, BatchNormTrain, BatchNormTrainGrad
+from lasagne_bn.ops.layout import reduced_size
+
+
+def _work_dtype(dtype) -> jnp.dtype:
+    return jnp.float64 if jnp.dtype(dtype) == jnp.float64 else jnp.float32
+
+
+def _first_sample(x, axes):
+    index = tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))
+    return x[index]
+
+
+def train_forward(x, gamma, beta, epsilon, axes):
+    """Returns ``(out, mean, invstd, var)``; statistics in the work dtype."""
+    work = _work_dtype(x.dtype)
+    xw = x.astype(work)
+    shift = _first_sample(xw, axes)
+    d = xw - shift
+    mu = jnp.mean(d, axis=axes, keepdims=True)
+    var = jnp.maximum(jnp.mean(d * d, axis=axes, keepdims=True) - mu * mu, 0)
+    invstd = 1 / jnp.sqrt(var + jnp.asarray(epsilon, work))
+    scale = gamma.astype(work) * invstd
+    out = (d - mu) * scale + beta.astype(work)
+    return out.astype(x.dtype), shift + mu, invstd, var
+
+
+def train_backward(x, dy, gamma, mean, invstd, axes):
+    """Returns ``(dx, dgamma, dbeta)``."""
+    work = _work_dtype(x.dtype)
+    m = reduced_size(x.shape, axes)
+    centred = x.astype(work) - mean.astype(work)
+    dyw = dy.astype(work)
+    dbeta = jnp.sum(dyw, axis=axes, keepdims=True)
+    dot = jnp.sum(dyw * centred, axis=axes, keepdims=True)
+    inv = invstd.astype(work)
+    k_dy = gamma.astype(work) * inv
+    dx = dyw * k_dy - centred * (k_dy * inv * inv * dot / m) - k_dy * dbeta / m
+    return dx.astype(x.dtype), dot * inv, dbeta
+
+
+def _check_m(op, x):
+    m = reduced_size(x.shape, op.axes)
+    if m < 2:
+        raise ValueError(
+            f"{op}: inputs of shape {x.shape} gives m={m} value(s) per statistic; "
+            "training needs m >= 2"
+        )
+
+
+@jax_funcify.register(BatchNormTrain)
+def jax_funcify_BatchNormTrain(op, node, **kwargs):
+    axes = op.axes
+    st = np.dtype(node.outputs[1].type.dtype)
+
+    def batch_norm_train(x, gamma, beta, epsilon, *running):
+        _check_m(op, x)
+        out, mean, invstd, var = train_forward(x, gamma, beta, epsilon, axes)
+        results = (out, mean.astype(st), invstd.astype(st))
+        if running:
+            factor, rmean, rvar = running
+            m = reduced_size(x.shape, axes)
+            new_mean = rmean * (1 - factor) + mean * factor
+            new_var = rvar * (1 - factor) + var * (m / (m - 1)) * factor
+            results += (new_mean.astype(st), new_var.astype(st))
+        return results
+
+    return batch_norm_train
+
+
+@jax_funcify.register(BatchNormTrainGrad)
+def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
+    axes = op.axes
+    st = np.dtype(node.outputs[1].type.dtype)
+
+    def batch_norm_train_grad(x, dy, gamma, mean, invstd):
+        _check_m(op, x)
+        dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes)
+        return dx, dgamma.astype(st), dbeta.astype(st)
+
+    return batch_norm_train_grad
+
+
+@jax_funcify.register(BatchNormInference)
+def jax_funcify_BatchNormInference(op, node, **kwargs):
+    def batch_norm_inference(x, gamma, beta, mean, var, epsilon):
+        work = _work_dtype(x.dtype)
+        scale = gamma.astype(work) / jnp.sqrt(var.astype(work) + jnp.asarray(epsilon, work))
+        out = (x.astype(work) - mean.astype(work)) * scale + beta.astype(work)
+        return out.astype(x.dtype)
+
+    return batch_norm_inference
+
+
+@jax_funcify.register(BatchNormApply)
+def jax_funcify_BatchNormApply(op, node, **kwargs):
+    dtype = np.dtype(node.outputs[0].type.dtype)
+
+    def batch_norm_apply(x, gamma, beta, mean, std):
+        return ((x - mean) * (gamma / std) + beta).astype(dtype)
+
+    return batch_norm_apply

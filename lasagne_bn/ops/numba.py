@@ -1,0 +1,243 @@
+"""Numba registrations for the batch-norm Ops (the default backend).
+
+Each Apply node gets a small generated wrapper that checks shapes and
+scalars, views the input as ``(outer, channels, inner)`` and calls the
+fused kernels of :mod:`lasagne_bn.ops.numba_kernels`.  Nothing here falls
+back to object mode.
+
+Numba has no CPU data model for float16 (PyTensor's Numba backend rejects
+any float16 graph with ``NotImplementedError: float16``).  We give it one:
+float16 values are LLVM ``half``, which is all the kernels need, since they
+convert each element to float64 on load and round once on store.
+"""
+
+from __future__ import annotations
+
+from hashlib import sha256
+
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.core.datamodel import default_manager, models
+from pytensor.link.numba.cache import compile_numba_function_src
+from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+
+from lasagne_bn.ops import numba_kernels
+from lasagne_bn.ops.bn import BatchNormApply, BatchNormInference, BatchNormTrain, BatchNormTrainGrad
+from lasagne_bn.ops.layout import channel_block, kept_axes
+
+KERNEL_VERSION = 3  # bump when generated code or kernels change: it keys the on-disk cache
+
+
+class _FloatModelWithHalf(models.PrimitiveModel):
+    """Numba's float model, plus float16 as LLVM ``half``."""
+
+    _llvm = {types.float16: ir.HalfType(), types.float32: ir.FloatType(), types.float64: ir.DoubleType()}
+
+    def __init__(self, dmm, fe_type):
+        if fe_type not in self._llvm:
+            raise NotImplementedError(fe_type)
+        super().__init__(dmm, fe_type, self._llvm[fe_type])
+
+
+default_manager.register(types.Float, _FloatModelWithHalf)
+
+
+# --------------------------------------------------------------------------
+# source generation
+
+
+def _views(node_name: str, ndim: int, axes: tuple[int, ...], names: list[str]) -> list[str]:
+    """Lines that define contiguous 3-D views ``<name>3`` and sizes A, C, B.
+
+    Kept axes that are not adjacent are transposed to the front first; the
+    matching ``restore`` line puts outputs back in order.
+    """
+    block = channel_block(axes, ndim)
+    lines = []
+    if block is None:
+        kept = kept_axes(axes, ndim)
+        perm = kept + tuple(axes)
+        for n in names:
+            lines.append(f"{n}c = np.ascontiguousarray({n}.transpose({perm!r}))")
+        k0, k1 = 0, len(kept)
+    else:
+        for n in names:
+            lines.append(f"{n}c = np.ascontiguousarray({n})")
+        k0, k1 = block
+    ref = names[0] + "c"
+
+    def prod(lo, hi):
+        return " * ".join([f"{ref}.shape[{i}]" for i in range(lo, hi)]) or "1"
+
+    lines.append(f"A = {prod(0, k0)}")
+    lines.append(f"C = {prod(k0, k1)}")
+    lines.append(f"B = {prod(k1, ndim)}")
+    for n in names:
+        lines.append(f"{n}3 = {n}c.reshape((A, C, B))")
+    return lines
+
+
+def _restore(ndim: int, axes: tuple[int, ...], src: str, dst: str, like: str) -> list[str]:
+    """Lines that reshape a 3-D result back to the input's layout."""
+    if channel_block(axes, ndim) is not None:
+        return [f"{dst} = {src}.reshape({like}.shape)"]
+    kept = kept_axes(axes, ndim)
+    perm = kept + tuple(axes)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return [
+        f"{dst} = np.ascontiguousarray({src}.reshape({like}c.shape).transpose({inverse!r}))"
+    ]
+
+
+def _stat_shape_expr(ndim: int, axes: tuple[int, ...], ref: str) -> str:
+    items = ["1" if i in axes else f"{ref}.shape[{i}]" for i in range(ndim)]
+    return "(" + ", ".join(items) + ("," if ndim == 1 else "") + ")"
+
+
+def _check_lines(op_name: str, names: list[str]) -> list[str]:
+    return [
+        f"if {n}.shape != st_shape:\n"
+        f"        raise ValueError('{op_name}: {n} does not have the statistics shape "
+        "(size 1 on the normalized axes, the input size elsewhere)')"
+        for n in names
+    ]
+
+
+def _scalar_check(name: str, var: str, upper: bool) -> list[str]:
+    cond = f"not ({var} > 0.0)" if not upper else f"not (0.0 <= {var} <= 1.0)"
+    want = "> 0" if not upper else "in [0, 1]"
+    return [f"if {cond}:\n        raise ValueError('{name} must be {want}')"]
+
+
+def _m_check(op_name: str) -> list[str]:
+    return [
+        "if A * B < 2:\n"
+        f"        raise ValueError('{op_name}: training needs at least 2 values per statistic "
+        "(m >= 2); got m < 2')"
+    ]
+
+
+def _vec(name: str) -> str:
+    return f"np.ascontiguousarray({name}).reshape(C).astype(np.float64)"
+
+
+def _compile(name: str, body: list[str], args: list[str]):
+    """Jit a generated wrapper; PyTensor caches it inside the whole graph's function."""
+    src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in body)
+    env = {"np": np, "kernels": numba_kernels}
+    return numba_njit(compile_numba_function_src(src, name, global_env=env))
+
+
+def _key(op, node) -> str:
+    parts = (
+        type(op).__name__,
+        repr(op._props_dict()),
+        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
+        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
+        KERNEL_VERSION,
+    )
+    return sha256(repr(parts).encode()).hexdigest()
+
+
+def _dtype(var) -> str:
+    return f"np.{var.type.dtype}"
+
+
+# --------------------------------------------------------------------------
+# registrations
+
+
+@register_funcify_and_cache_key(BatchNormTrain)
+def numba_funcify_BatchNormTrain(op, node, **kwargs):
+    axes, ndim = op.axes, node.inputs[0].ndim
+    running = len(node.inputs) > 4
+    name = str(op)
+    st = _dtype(node.outputs[1])
+    args = ["x", "gamma", "beta", "epsilon"] + (["factor", "rmean", "rvar"] if running else [])
+    body = ["eps = epsilon.item()", *_scalar_check("epsilon", "eps", False)]
+    body += _views(name, ndim, axes, ["x"])
+    body += _m_check(name)
+    body.append(f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}")
+    body += _check_lines(name, ["gamma", "beta"] + (["rmean", "rvar"] if running else []))
+    body += [
+        "out3 = np.empty((A, C, B), dtype=x.dtype)",
+        f"mean, invstd, var = kernels.train_forward(x3, {_vec('gamma')}, {_vec('beta')}, eps, out3)",
+    ]
+    body += _restore(ndim, axes, "out3", "out", "x")
+    body += [
+        f"mean_o = mean.astype({st}).reshape(st_shape)",
+        f"invstd_o = invstd.astype({st}).reshape(st_shape)",
+    ]
+    if running:
+        body += ["f = factor.item()", *_scalar_check("running_average_factor", "f", True)]
+        body += [
+            "m = A * B",
+            f"rm = (rmean * (1.0 - f) + mean.reshape(st_shape) * f).astype({st})",
+            f"rv = (rvar * (1.0 - f) + var.reshape(st_shape) * (m / (m - 1.0) * f)).astype({st})",
+            "return out, mean_o, invstd_o, rm, rv",
+        ]
+    else:
+        body.append("return out, mean_o, invstd_o")
+    key = _key(op, node)
+    return _compile("batch_norm_train", body, args), key
+
+
+@register_funcify_and_cache_key(BatchNormTrainGrad)
+def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
+    axes, ndim = op.axes, node.inputs[0].ndim
+    name = str(op)
+    st = _dtype(node.outputs[1])
+    body = _views(name, ndim, axes, ["x", "dy"])
+    body += _m_check(name)
+    body += [
+        "if dy.shape != x.shape:\n"
+        f"        raise ValueError('{name}: the output gradient does not have the input shape')",
+        f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}",
+    ]
+    body += _check_lines(name, ["gamma", "mean", "invstd"])
+    body += [
+        "dx3 = np.empty((A, C, B), dtype=x.dtype)",
+        f"dgamma, dbeta = kernels.train_backward(x3, dy3, {_vec('gamma')}, {_vec('mean')}, "
+        f"{_vec('invstd')}, dx3)",
+    ]
+    body += _restore(ndim, axes, "dx3", "dx", "x")
+    body.append(
+        f"return dx, dgamma.astype({st}).reshape(st_shape), dbeta.astype({st}).reshape(st_shape)"
+    )
+    key = _key(op, node)
+    return _compile("batch_norm_train_grad", body, ["x", "dy", "gamma", "mean", "invstd"]), key
+
+
+@register_funcify_and_cache_key(BatchNormInference)
+def numba_funcify_BatchNormInference(op, node, **kwargs):
+    axes, ndim = op.axes, node.inputs[0].ndim
+    name = str(op)
+    body = ["eps = epsilon.item()", *_scalar_check("epsilon", "eps", False)]
+    body += _views(name, ndim, axes, ["x"])
+    body.append(f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}")
+    body += _check_lines(name, ["gamma", "beta", "mean", "var"])
+    body += [
+        "out3 = np.empty((A, C, B), dtype=x.dtype)",
+        f"kernels.inference(x3, {_vec('gamma')}, {_vec('beta')}, {_vec('mean')}, {_vec('var')}, "
+        "eps, out3)",
+    ]
+    body += _restore(ndim, axes, "out3", "out", "x")
+    body.append("return out")
+    args = ["x", "gamma", "beta", "mean", "var", "epsilon"]
+    key = _key(op, node)
+    return _compile("batch_norm_inference", body, args), key
+
+
+@register_funcify_and_cache_key(BatchNormApply)
+def numba_funcify_BatchNormApply(op, node, **kwargs):
+    dtype = node.outputs[0].type.dtype
+    args = ["x", "gamma", "beta", "mean", "std"]
+    if dtype == "float16" or any(i.type.dtype == "float16" for i in node.inputs):
+        # Numba has no float16 arithmetic: compute in float32, round once.
+        body = [f"{a}32 = {a}.astype(np.float32)" for a in args]
+        body.append(f"return ((x32 - mean32) * (gamma32 / std32) + beta32).astype(np.{dtype})")
+    else:
+        body = [f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})"]
+    key = _key(op, node)
+    return _compile("batch_norm_apply", body, args), key

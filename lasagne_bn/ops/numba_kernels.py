@@ -1,0 +1,261 @@
+"""Fused, parallel batch-norm kernels for Numba (the default backend).
+
+Every kernel works on a contiguous 3-D view ``(outer, channels, inner)`` of
+the input (see :mod:`lasagne_bn.ops.layout`) and per-channel float64
+vectors.  Pass structure, as in PyTorch's native CPU kernels:
+
+- training forward: one pass for the statistics (shifted sums in float64,
+  so ``1e6 + N(0, 1)`` keeps its variance) and one pass writing the output;
+- training backward: one pass for the two reductions and one writing ``dx``;
+- inference: one pass.
+
+With ``inner > 1`` (NCHW) the work is split over (channel, batch-chunk)
+pairs with contiguous inner loops; with ``inner == 1`` (dense, NHWC) over
+batch chunks, each accumulating whole rows of channels, so the innermost
+loop is always the contiguous one.  No full-size temporary is made besides
+the outputs.  Compiled kernels are cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
+
+TASKS = 32
+
+# Start Numba's thread pool now.  Kernels loaded from the on-disk cache and
+# linked into a freshly compiled PyTensor function do not start it, and the
+# parallel-for launcher is then a null pointer (a segfault on first call).
+numba.get_num_threads()
+
+kernel = numba.njit(parallel=True, fastmath=FASTMATH, cache=True, nogil=True)
+driver = numba.njit(fastmath=FASTMATH, cache=True, nogil=True)
+
+
+@driver
+def _splits(n_items: int, n_groups: int) -> int:
+    """How many chunks to cut ``n_items`` into so that there are >= 32 tasks.
+
+    A fixed task count (not the thread count, which would make the kernels
+    uncacheable) keeps up to 32 threads busy; partial sums are tiny.
+    """
+    want = (TASKS + n_groups - 1) // n_groups
+    return max(1, min(n_items, want))
+
+
+# --------------------------------------------------------------------------
+# reductions
+
+
+@kernel
+def _sums_inner(x3, y3, center, nsplit):
+    """Per channel: sum of ``y`` and of ``y * (x - center)``, inner > 1.
+
+    """
+    A, C, B = x3.shape
+    s_y = np.zeros(C * nsplit)
+    s_yx = np.zeros(C * nsplit)
+    for t in prange(C * nsplit):
+        c = t // nsplit
+        j = t - c * nsplit
+        a0 = j * A // nsplit
+        a1 = (j + 1) * A // nsplit
+        mu = center[c]
+        acc_y = 0.0
+        acc_yx = 0.0
+        for a in range(a0, a1):
+            for b in range(B):
+                yv = np.float64(y3[a, c, b])
+                acc_y += yv
+                acc_yx += yv * (np.float64(x3[a, c, b]) - mu)
+        s_y[t] = acc_y
+        s_yx[t] = acc_yx
+    out_y = np.zeros(C)
+    out_yx = np.zeros(C)
+    for c in range(C):
+        for j in range(nsplit):
+            out_y[c] += s_y[c * nsplit + j]
+            out_yx[c] += s_yx[c * nsplit + j]
+    return out_y, out_yx
+
+
+@kernel
+def _sums_outer(x2, y2, center, nsplit):
+    """Per channel: sum of ``y`` and of ``y * (x - center)``, inner == 1."""
+    A, C = x2.shape
+    s_y = np.zeros((nsplit, C))
+    s_yx = np.zeros((nsplit, C))
+    for j in prange(nsplit):
+        a0 = j * A // nsplit
+        a1 = (j + 1) * A // nsplit
+        for a in range(a0, a1):
+            for c in range(C):
+                yv = np.float64(y2[a, c])
+                s_y[j, c] += yv
+                s_yx[j, c] += yv * (np.float64(x2[a, c]) - center[c])
+    return s_y.sum(axis=0), s_yx.sum(axis=0)
+
+
+@kernel
+def _moments_inner(x3, shift, nsplit):
+    """Per channel: sums of ``x - shift`` and ``(x - shift)**2``, inner > 1."""
+    A, C, B = x3.shape
+    s1 = np.zeros(C * nsplit)
+    s2 = np.zeros(C * nsplit)
+    for t in prange(C * nsplit):
+        c = t // nsplit
+        j = t - c * nsplit
+        a0 = j * A // nsplit
+        a1 = (j + 1) * A // nsplit
+        sh = shift[c]
+        acc1 = 0.0
+        acc2 = 0.0
+        for a in range(a0, a1):
+            for b in range(B):
+                d = np.float64(x3[a, c, b]) - sh
+                acc1 += d
+                acc2 += d * d
+        s1[t] = acc1
+        s2[t] = acc2
+    out1 = np.zeros(C)
+    out2 = np.zeros(C)
+    for c in range(C):
+        for j in range(nsplit):
+            out1[c] += s1[c * nsplit + j]
+            out2[c] += s2[c * nsplit + j]
+    return out1, out2
+
+
+@kernel
+def _moments_outer(x2, shift, nsplit):
+    """Per channel: sums of ``x - shift`` and ``(x - shift)**2``, inner == 1."""
+    A, C = x2.shape
+    s1 = np.zeros((nsplit, C))
+    s2 = np.zeros((nsplit, C))
+    for j in prange(nsplit):
+        a0 = j * A // nsplit
+        a1 = (j + 1) * A // nsplit
+        for a in range(a0, a1):
+            for c in range(C):
+                d = np.float64(x2[a, c]) - shift[c]
+                s1[j, c] += d
+                s2[j, c] += d * d
+    return s1.sum(axis=0), s2.sum(axis=0)
+
+
+# --------------------------------------------------------------------------
+# elementwise passes: out = (x - shift) * scale + offset  [+ dy * dscale]
+
+
+@kernel
+def _affine_inner(x3, shift, scale, offset, out3):
+    A, C, B = x3.shape
+    for t in prange(A * C):
+        a = t // C
+        c = t - a * C
+        sh = shift[c]
+        k = scale[c]
+        o = offset[c]
+        for b in range(B):
+            out3[a, c, b] = (np.float64(x3[a, c, b]) - sh) * k + o
+
+
+@kernel
+def _affine_outer(x2, shift, scale, offset, out2):
+    A, C = x2.shape
+    for a in prange(A):
+        for c in range(C):
+            out2[a, c] = (np.float64(x2[a, c]) - shift[c]) * scale[c] + offset[c]
+
+
+@kernel
+def _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3):
+    A, C, B = x3.shape
+    for t in prange(A * C):
+        a = t // C
+        c = t - a * C
+        mu = mean[c]
+        k1 = k_dy[c]
+        k2 = k_x[c]
+        k3 = k_0[c]
+        for b in range(B):
+            dx3[a, c, b] = np.float64(dy3[a, c, b]) * k1 - (np.float64(x3[a, c, b]) - mu) * k2 - k3
+
+
+@kernel
+def _grad_outer(x2, dy2, mean, k_dy, k_x, k_0, dx2):
+    A, C = x2.shape
+    for a in prange(A):
+        for c in range(C):
+            dx2[a, c] = (
+                np.float64(dy2[a, c]) * k_dy[c] - (np.float64(x2[a, c]) - mean[c]) * k_x[c] - k_0[c]
+            )
+
+
+# --------------------------------------------------------------------------
+# drivers: take (A, C, B) contiguous views and float64 channel vectors
+
+
+@driver
+def _channel_shift(x3):
+    """First sample of each channel: the shift that keeps the sums exact."""
+    C = x3.shape[1]
+    shift = np.empty(C)
+    for c in range(C):
+        shift[c] = np.float64(x3[0, c, 0])
+    return shift
+
+
+@driver
+def train_forward(x3, gamma, beta, epsilon, out3):
+    """Fill ``out3``; return float64 ``(mean, invstd, var)`` per channel."""
+    A, C, B = x3.shape
+    shift = _channel_shift(x3)
+    if B == 1:
+        s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _splits(A, 1))
+    else:
+        s1, s2 = _moments_inner(x3, shift, _splits(A, C))
+    mu = s1 / (A * B)
+    var = np.maximum(s2 / (A * B) - mu * mu, 0.0)
+    invstd = 1.0 / np.sqrt(var + epsilon)
+    scale = gamma * invstd
+    offset = beta - mu * scale
+    if B == 1:
+        _affine_outer(x3.reshape((A, C)), shift, scale, offset, out3.reshape((A, C)))
+    else:
+        _affine_inner(x3, shift, scale, offset, out3)
+    return shift + mu, invstd, var
+
+
+@driver
+def train_backward(x3, dy3, gamma, mean, invstd, dx3):
+    """Fill ``dx3``; return float64 ``(dgamma, dbeta)`` per channel."""
+    A, C, B = x3.shape
+    if B == 1:
+        s_dy, s_dyx = _sums_outer(x3.reshape((A, C)), dy3.reshape((A, C)), mean, _splits(A, 1))
+    else:
+        s_dy, s_dyx = _sums_inner(x3, dy3, mean, _splits(A, C))
+    k_dy = gamma * invstd
+    k_x = k_dy * invstd * invstd * s_dyx / (A * B)
+    k_0 = k_dy * s_dy / (A * B)
+    if B == 1:
+        _grad_outer(
+            x3.reshape((A, C)), dy3.reshape((A, C)), mean, k_dy, k_x, k_0, dx3.reshape((A, C))
+        )
+    else:
+        _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3)
+    return s_dyx * invstd, s_dy
+
+
+@driver
+def inference(x3, gamma, beta, mean, var, epsilon, out3):
+    """Fill ``out3`` with ``(x - mean) * gamma / sqrt(var + eps) + beta``."""
+    A, C, B = x3.shape
+    scale = gamma / np.sqrt(var + epsilon)
+    if B == 1:
+        _affine_outer(x3.reshape((A, C)), mean, scale, beta, out3.reshape((A, C)))
+    else:
+        _affine_inner(x3, mean, scale, beta, out3)
