@@ -13,9 +13,12 @@ convert each element to float64 on load and round once on store.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from hashlib import sha256
 
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import types
 from numba.core.datamodel import default_manager, models
@@ -41,6 +44,28 @@ class _FloatModelWithHalf(models.PrimitiveModel):
 
 
 default_manager.register(types.Float, _FloatModelWithHalf)
+
+
+def _link_half_conversions() -> None:
+    """Let LLVM's float16 conversion libcalls resolve (GCC >= 12's libgcc_s has them).
+
+    With F16C, float <-> half is an instruction, but double -> half always
+    needs ``__truncdfhf2``; without F16C, the float ones are libcalls too.
+    """
+    path = ctypes.util.find_library("gcc_s")
+    if path is None:
+        return
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return
+    for name in ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2", "__extendhfdf2"):
+        symbol = getattr(lib, name, None)
+        if symbol is not None:
+            llvm.add_symbol(name, ctypes.cast(symbol, ctypes.c_void_p).value)
+
+
+_link_half_conversions()
 
 
 # --------------------------------------------------------------------------
