@@ -17,7 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 from pytensor.link.jax.dispatch import jax_funcify
 
-from lasagne_bn.ops.bn import BatchNormApply, BatchNormInference, BatchNormTrain, BatchNormTrainGrad
+from lasagne_bn.ops.bn import (
+    BatchNormApply,
+    BatchNormInference,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+)
 from lasagne_bn.ops.layout import reduced_size
 
 
@@ -44,8 +49,8 @@ def train_forward(x, gamma, beta, epsilon, axes):
     return out.astype(x.dtype), shift + mu, invstd, var
 
 
-def train_backward(x, dy, gamma, mean, invstd, axes):
-    """Returns ``(dx, dgamma, dbeta)``."""
+def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
+    """Returns ``(dx, dgamma, dbeta)``; see ``BatchNormTrainGrad`` for g_mean/g_var."""
     work = _work_dtype(x.dtype)
     m = reduced_size(x.shape, axes)
     centred = x.astype(work) - mean.astype(work)
@@ -54,7 +59,12 @@ def train_backward(x, dy, gamma, mean, invstd, axes):
     dot = jnp.sum(dyw * centred, axis=axes, keepdims=True)
     inv = invstd.astype(work)
     k_dy = gamma.astype(work) * inv
-    dx = dyw * k_dy - centred * (k_dy * inv * inv * dot / m) - k_dy * dbeta / m
+    k_x = k_dy * inv * inv * dot / m
+    k_0 = k_dy * dbeta / m
+    if g_mean is not None:
+        k_x = k_x - 2 * g_var.astype(work) / m
+        k_0 = k_0 - g_mean.astype(work) / m
+    dx = dyw * k_dy - centred * k_x - k_0
     return dx.astype(x.dtype), dot * inv, dbeta
 
 
@@ -92,9 +102,9 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
 
-    def batch_norm_train_grad(x, dy, gamma, mean, invstd):
+    def batch_norm_train_grad(x, dy, gamma, mean, invstd, *stat_grads):
         _check_m(op, x)
-        dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes)
+        dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes, *stat_grads)
         return dx, dgamma.astype(st), dbeta.astype(st)
 
     return batch_norm_train_grad
