@@ -31,6 +31,7 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
+from pytensor.tensor.type import TensorType
 
 __all__ = [
     "as_theano_expression",
@@ -215,10 +216,14 @@ def match_type(expr, target_type, what: str = "expression") -> Variable:
     exactly their variable's type.  A more specific static shape than the
     target's cannot be loosened, so it is an error here.
     """
-    expr = pt.as_tensor_variable(expr)
-    if expr.type == target_type:
+    if isinstance(expr, Variable) and expr.type == target_type:
         return expr
-    if not hasattr(target_type, "shape") or expr.ndim != target_type.ndim:
+    if not isinstance(target_type, TensorType):
+        raise TypeError(
+            f"{what} has type {getattr(expr, 'type', type(expr))}; expected {target_type}"
+        )
+    expr = pt.as_tensor_variable(expr)
+    if expr.ndim != target_type.ndim:
         raise TypeError(f"{what} has type {expr.type}; expected type {target_type} (same ndim)")
     if expr.type.dtype != target_type.dtype:
         expr = pt.cast(expr, target_type.dtype)
@@ -249,8 +254,8 @@ def as_theano_expression(input) -> Variable:
 
     The name is Lasagne's; PyTensor variables are what Theano's were.
 
-    >>> as_theano_expression(3.0).data
-    array(3.)
+    >>> float(as_theano_expression(3.0).data)
+    3.0
     """
     if isinstance(input, Variable):
         return input
