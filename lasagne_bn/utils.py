@@ -42,6 +42,8 @@ __all__ = [
     "floatX",
     "inspect_kwargs",
     "int_types",
+    "is_portable",
+    "match_type",
     "one_hot",
     "portable_shared",
     "set_default_update",
