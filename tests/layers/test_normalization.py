@@ -322,36 +322,45 @@ def _small_net(storage):
     return l_in, dense, net
 
 
-@pytest.mark.parametrize("way", ["lasagne", "explicit"])
 @pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("mode", mode_params())
-def test_three_sgd_steps_stored_statistics(mode, storage, way):
-    l_in, dense, net = _small_net(storage)
-    bn = get_all_layers(net)[2]
-    assert isinstance(bn, BatchNormLayer)
+def test_three_sgd_steps_stored_statistics(mode, storage):
+    # Two copies of the network in one function (one compilation): one keeps
+    # its averages Lasagne's way, the other through explicit updates.
     r = np.random.RandomState(4)
     X = r.randn(3, 16, 6)
     Y = r.randint(0, 3, (3, 16)).astype("int32")
     y = pt.ivector("y")
-    if way == "lasagne":
-        out = get_output(net)
-        state_updates = {}
-    else:
-        out, state_updates = get_output(net, return_updates=True)
-    loss = objectives.aggregate(objectives.categorical_crossentropy(out, y))
-    param_updates = updates.sgd(loss, get_all_params(net, trainable=True), learning_rate=0.1)
-    param_updates.update(state_updates)
-    train = pytensor.function([l_in.input_var, y], loss, updates=param_updates, mode=mode)
+    nets, losses, state = [], [], {}
+    for way in ("lasagne", "explicit"):
+        l_in, dense, net = _small_net(storage)
+        if way == "lasagne":
+            out = get_output(net, l_in.input_var)
+        else:
+            out, state = get_output(net, l_in.input_var, return_updates=True)
+        losses.append(objectives.aggregate(objectives.categorical_crossentropy(out, y)))
+        nets.append((l_in, dense, get_all_layers(net)[2], net))
+    params = [p for *_, net in nets for p in get_all_params(net, trainable=True)]
+    param_updates = updates.sgd(losses[0] + losses[1], params, learning_rate=0.1)
+    param_updates.update(state)
+    inputs = [nets[0][0].input_var, nets[1][0].input_var, y]
+    train = pytensor.function(inputs, losses, updates=param_updates, mode=mode)
 
-    mean, stat = bn.mean.get_value(), bn._stat2.get_value()
+    want = [(bn.mean.get_value(), bn._stat2.get_value()) for _, _, bn, _ in nets]
     for step in range(3):
-        h = X[step] @ dense.W.get_value()  # the batch-norm input (the bias was removed)
-        train(X[step], Y[step])
-        mean, stat = np_new_stats(storage, h, (0,), mean, stat)
-    np.testing.assert_allclose(bn.mean.get_value(), mean, rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(bn._stat2.get_value(), stat, rtol=1e-10)
-    # the training graph did change W: the three batches saw different inputs
-    assert not np.allclose(dense.W.get_value(), _small_net(storage)[1].W.get_value())
+        # the batch-norm inputs (the dense bias was removed by batch_norm)
+        hs = [X[step] @ dense.W.get_value() for _, dense, _, _ in nets]
+        train(X[step], X[step], Y[step])
+        want = [np_new_stats(storage, h, (0,), *w) for h, w in zip(hs, want, strict=True)]
+    for (_, dense, bn, _), (mean, stat) in zip(nets, want, strict=True):
+        assert isinstance(bn, BatchNormLayer) and bn.stat_storage == storage
+        np.testing.assert_allclose(bn.mean.get_value(), mean, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(bn._stat2.get_value(), stat, rtol=1e-10)
+        # the training graph changed W: the three batches saw different inputs
+        assert not np.allclose(dense.W.get_value(), _small_net(storage)[1].W.get_value())
+    # both ways give the same network
+    for a, b in zip(get_all_params(nets[0][3]), get_all_params(nets[1][3]), strict=True):
+        np.testing.assert_allclose(a.get_value(), b.get_value(), rtol=1e-12, atol=1e-15)
 
 
 # --------------------------------------------------------------------------
@@ -366,10 +375,10 @@ def test_explicit_way_returns_updates_and_sets_no_default_update():
     assert all(v.type == k.type for k, v in upd.items())
     shared = [v for v in graph_inputs([out]) if hasattr(v, "container")]
     assert all(v.default_update is None for v in shared)
-    f_without = pytensor.function([x], out)
+    f_without = pytensor.function([x], out, mode="FAST_COMPILE")
     f_without(np.random.RandomState(0).randn(4, 3))
     np.testing.assert_array_equal(bn.mean.get_value(), np.zeros(3))
-    f_with = pytensor.function([x], out, updates=upd)
+    f_with = pytensor.function([x], out, updates=upd, mode="FAST_COMPILE")
     xv = np.random.RandomState(0).randn(4, 3)
     f_with(xv)
     np.testing.assert_allclose(bn.mean.get_value(), ALPHA * xv.mean(0), rtol=1e-12)
@@ -434,7 +443,7 @@ def test_float32_statistics_keep_their_type():
     x = pt.matrix("x", dtype="float32")
     out = get_output(bn, x)
     assert out.dtype == "float32"
-    f = pytensor.function([x], out)
+    f = pytensor.function([x], out, mode="FAST_COMPILE")
     xv = r.randn(8, 3).astype("float32")
     f(xv)
     assert bn.mean.get_value().dtype == np.float32
@@ -447,7 +456,7 @@ def test_user_shared_statistic_without_static_shape():
     bn = BatchNormLayer(InputLayer((None, 3)), mean=mean)
     assert bn.mean is mean
     x = pt.matrix("x")
-    f = pytensor.function([x], get_output(bn, x))
+    f = pytensor.function([x], get_output(bn, x), mode="FAST_COMPILE")
     xv = np.random.RandomState(6).randn(4, 3)
     f(xv)
     np.testing.assert_allclose(mean.get_value(), ALPHA * xv.mean(0), rtol=1e-12)
@@ -533,7 +542,7 @@ def test_batch_norm_on_any_layer_with_w_b_nonlinearity():
     assert bn.axes == (0, 2, 3) and bn.mean.get_value().shape == (4,)
     assert conv.b is None and [p.name for p in conv.get_params()] == ["conv.W"]
     x = np.random.RandomState(7).randn(3, 2, 5, 5)
-    f = pytensor.function([l_in.input_var], get_output(top))
+    f = pytensor.function([l_in.input_var], get_output(top), mode="FAST_COMPILE")
     h = np.einsum("nchw,fc->nfhw", x, conv.W.get_value())
     want = np.maximum(np_train_out(h, np.ones(4), np.zeros(4), (0, 2, 3)), 0)
     np.testing.assert_allclose(f(x), want, atol=1e-12)
