@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.tensor.special import softmax as _softmax
+from pytensor.tensor.variable import TensorVariable
 
 __all__ = [
     "LeakyRectify",
@@ -45,17 +46,17 @@ def _coef(value, x):
     return value
 
 
-def sigmoid(x):
+def sigmoid(x) -> TensorVariable:
     """Logistic sigmoid ``1 / (1 + exp(-x))``."""
     return pt.sigmoid(x)
 
 
-def softmax(x):
+def softmax(x) -> TensorVariable:
     """Softmax over the last axis (row-wise for a matrix), computed stably."""
     return _softmax(x, axis=-1)
 
 
-def tanh(x):
+def tanh(x) -> TensorVariable:
     """Hyperbolic tangent."""
     return pt.tanh(x)
 
@@ -78,7 +79,7 @@ class ScaledTanH:
 ScaledTanh = ScaledTanH
 
 
-def rectify(x):
+def rectify(x) -> TensorVariable:
     """Rectified linear unit ``max(x, 0)``.
 
     Written as Theano's ``relu`` wrote it, ``0.5 * (x + |x|)``, which gives
@@ -117,7 +118,7 @@ leaky_rectify = LeakyRectify()
 very_leaky_rectify = LeakyRectify(1.0 / 3)
 
 
-def elu(x):
+def elu(x) -> TensorVariable:
     """Exponential linear unit: ``x`` if ``x > 0`` else ``exp(x) - 1``."""
     x = pt.as_tensor_variable(x)
     return pt.switch(x > 0, x, pt.expm1(x))
@@ -139,7 +140,7 @@ class SELU:
 selu = SELU(scale=1.0507009873554804934193349852946, scale_neg=1.6732632423543772848170429916717)
 
 
-def softplus(x):
+def softplus(x) -> TensorVariable:
     """``log(1 + exp(x))``, computed stably."""
     return pt.softplus(x)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytensor
 import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn.nonlinearities import rectify
 from lasagne_bn.utils import as_theano_expression
@@ -36,7 +37,7 @@ __all__ = [
 AGGREGATE_MODES = ("mean", "sum", "normalized_sum")
 
 
-def align_targets(predictions, targets):
+def align_targets(predictions, targets) -> tuple:
     """Make a vector of targets a column when predictions are a column ``(N, 1)``."""
     if getattr(predictions, "broadcastable", None) == (False, True) and (
         getattr(targets, "ndim", None) == 1
@@ -45,7 +46,7 @@ def align_targets(predictions, targets):
     return predictions, targets
 
 
-def binary_crossentropy(predictions, targets):
+def binary_crossentropy(predictions, targets) -> TensorVariable:
     """``-(t * log(p) + (1 - t) * log(1 - p))``, elementwise.
 
     Parameters
@@ -60,7 +61,7 @@ def binary_crossentropy(predictions, targets):
     return -(targets * pt.log(predictions) + (1 - targets) * pt.log(1 - predictions))
 
 
-def categorical_crossentropy(predictions, targets):
+def categorical_crossentropy(predictions, targets) -> TensorVariable:
     """Cross-entropy between predicted distributions and targets, per example.
 
     Parameters
@@ -98,13 +99,13 @@ def categorical_crossentropy(predictions, targets):
     )
 
 
-def squared_error(a, b):
+def squared_error(a, b) -> TensorVariable:
     """``(a - b) ** 2``, elementwise."""
     a, b = align_targets(a, b)
     return pt.square(a - b)
 
 
-def aggregate(loss, weights=None, mode: str = "mean"):
+def aggregate(loss, weights=None, mode: str = "mean") -> TensorVariable:
     """Reduce an elementwise loss to a scalar.
 
     Parameters
@@ -144,7 +145,7 @@ def aggregate(loss, weights=None, mode: str = "mean"):
     return loss.sum() / pt.cast(loss.size, loss.dtype)
 
 
-def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True):
+def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True) -> TensorVariable:
     """Hinge loss ``max(0, delta - p * t)`` for binary classification.
 
     Parameters
@@ -176,7 +177,7 @@ def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True)
     return rectify(delta - predictions * targets)
 
 
-def multiclass_hinge_loss(predictions, targets, delta=1):
+def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
     """Multi-class hinge loss ``max(0, max_{j != t} p_j - p_t + delta)``, per example.
 
     Parameters
@@ -205,7 +206,7 @@ def multiclass_hinge_loss(predictions, targets, delta=1):
     return rectify(rest - corrects + delta)
 
 
-def huber_loss(predictions, targets, delta=1):
+def huber_loss(predictions, targets, delta=1) -> TensorVariable:
     """Huber loss: squared error below ``delta``, linear above, elementwise."""
     predictions, targets = align_targets(predictions, targets)
     abs_diff = abs(targets - predictions)
@@ -214,13 +215,13 @@ def huber_loss(predictions, targets, delta=1):
     return pt.switch(abs_diff <= delta, ift, iff)
 
 
-def binary_accuracy(predictions, targets, threshold=0.5):
+def binary_accuracy(predictions, targets, threshold=0.5) -> TensorVariable:
     """1 where ``predictions >= threshold`` equals the 0/1 target, else 0."""
     predictions, targets = align_targets(predictions, targets)
     return pt.eq(pt.ge(predictions, threshold), targets)
 
 
-def categorical_accuracy(predictions, targets, top_k=1):
+def categorical_accuracy(predictions, targets, top_k=1) -> TensorVariable:
     """1 where the target class is among the ``top_k`` highest predictions, else 0.
 
     ``targets`` are class indices, or distributions (their argmax is used).

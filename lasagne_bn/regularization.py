@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn.layers import Layer, get_all_params
 
@@ -29,17 +30,17 @@ __all__ = [
 _REGULARIZABLE = MappingProxyType({"regularizable": True})
 
 
-def l1(x):
+def l1(x) -> TensorVariable:
     """Sum of absolute values."""
     return pt.sum(abs(x))
 
 
-def l2(x):
+def l2(x) -> TensorVariable:
     """Sum of squares (no 1/2 factor, as in Lasagne)."""
     return pt.sum(x**2)
 
 
-def apply_penalty(tensor_or_tensors, penalty, **kwargs):
+def apply_penalty(tensor_or_tensors, penalty, **kwargs) -> TensorVariable:
     """The penalty of one tensor, or the sum of the penalties of several."""
     try:
         return sum(penalty(x, **kwargs) for x in tensor_or_tensors)
@@ -47,7 +48,7 @@ def apply_penalty(tensor_or_tensors, penalty, **kwargs):
         return penalty(tensor_or_tensors, **kwargs)
 
 
-def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs):
+def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> TensorVariable:
     """Penalty of the parameters of one layer (or a list of layers), filtered by ``tags``."""
     layers = [layer] if isinstance(layer, Layer) else layer
     params = []
@@ -56,7 +57,9 @@ def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs):
     return apply_penalty(params, penalty, **kwargs)
 
 
-def regularize_layer_params_weighted(layers, penalty, tags=_REGULARIZABLE, **kwargs):
+def regularize_layer_params_weighted(
+    layers, penalty, tags=_REGULARIZABLE, **kwargs
+) -> TensorVariable:
     """Weighted sum of per-layer penalties; ``layers`` maps each layer to its coefficient."""
     return sum(
         coeff * apply_penalty(layer.get_params(**tags), penalty, **kwargs)
@@ -64,6 +67,6 @@ def regularize_layer_params_weighted(layers, penalty, tags=_REGULARIZABLE, **kwa
     )
 
 
-def regularize_network_params(layer, penalty, tags=_REGULARIZABLE, **kwargs):
+def regularize_network_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> TensorVariable:
     """Penalty of all parameters of the network below ``layer``, filtered by ``tags``."""
     return apply_penalty(get_all_params(layer, **tags), penalty, **kwargs)

@@ -27,6 +27,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn import utils
 
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 
-def get_or_compute_grads(loss_or_grads, params):
+def get_or_compute_grads(loss_or_grads, params) -> list:
     """Gradients of a loss w.r.t. ``params``, or the given list of gradients (checked).
 
     Raises
@@ -89,7 +90,7 @@ def _as_update(var, expr):
     return pt.cast(expr, var.dtype) if expr.dtype != var.dtype else expr
 
 
-def sgd(loss_or_grads, params, learning_rate):
+def sgd(loss_or_grads, params, learning_rate) -> OrderedDict:
     """Stochastic gradient descent: ``param - learning_rate * grad``."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -99,7 +100,7 @@ def sgd(loss_or_grads, params, learning_rate):
     return updates
 
 
-def apply_momentum(updates, params=None, momentum=0.9):
+def apply_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
     """Add classical momentum to existing updates.
 
     ``velocity = momentum * velocity + (update - param)``; ``param + velocity``.
@@ -116,13 +117,13 @@ def apply_momentum(updates, params=None, momentum=0.9):
     return updates
 
 
-def momentum(loss_or_grads, params, learning_rate, momentum=0.9):
+def momentum(loss_or_grads, params, learning_rate, momentum=0.9) -> OrderedDict:
     """SGD with classical momentum."""
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_momentum(updates, momentum=momentum)
 
 
-def apply_nesterov_momentum(updates, params=None, momentum=0.9):
+def apply_nesterov_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
     """Add Nesterov momentum to existing updates (Lasagne's formulation)."""
     if params is None:
         params = updates.keys()
@@ -135,13 +136,13 @@ def apply_nesterov_momentum(updates, params=None, momentum=0.9):
     return updates
 
 
-def nesterov_momentum(loss_or_grads, params, learning_rate, momentum=0.9):
+def nesterov_momentum(loss_or_grads, params, learning_rate, momentum=0.9) -> OrderedDict:
     """SGD with Nesterov momentum."""
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_nesterov_momentum(updates, momentum=momentum)
 
 
-def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6):
+def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6) -> OrderedDict:
     """Adagrad: steps scaled by the root of the accumulated squared gradients."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -156,7 +157,7 @@ def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6):
     return updates
 
 
-def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6):
+def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6) -> OrderedDict:
     """RMSProp: steps scaled by a moving root mean square of the gradients."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -172,7 +173,7 @@ def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6):
     return updates
 
 
-def adadelta(loss_or_grads, params, learning_rate=1.0, rho=0.95, epsilon=1e-6):
+def adadelta(loss_or_grads, params, learning_rate=1.0, rho=0.95, epsilon=1e-6) -> OrderedDict:
     """Adadelta: RMSProp with steps scaled by a moving RMS of past steps."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -194,7 +195,9 @@ def _step_counter():
     return utils.portable_shared(utils.floatX(0.0), name="t")
 
 
-def adam(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8):
+def adam(
+    loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8
+) -> OrderedDict:
     """Adam (Kingma & Ba), with the bias correction folded into the step size."""
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
@@ -216,7 +219,9 @@ def adam(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, eps
     return updates
 
 
-def adamax(loss_or_grads, params, learning_rate=0.002, beta1=0.9, beta2=0.999, epsilon=1e-8):
+def adamax(
+    loss_or_grads, params, learning_rate=0.002, beta1=0.9, beta2=0.999, epsilon=1e-8
+) -> OrderedDict:
     """Adamax: Adam with the infinity norm."""
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
@@ -238,7 +243,9 @@ def adamax(loss_or_grads, params, learning_rate=0.002, beta1=0.9, beta2=0.999, e
     return updates
 
 
-def amsgrad(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8):
+def amsgrad(
+    loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8
+) -> OrderedDict:
     """AMSGrad: Adam with a non-decreasing second-moment estimate."""
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
@@ -263,7 +270,7 @@ def amsgrad(loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, 
     return updates
 
 
-def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7):
+def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7) -> TensorVariable:
     """Rescale slices of ``tensor_var`` whose norm exceeds ``max_norm``.
 
     Parameters
@@ -298,7 +305,7 @@ def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7):
     return tensor_var * (target_norms / (dtype(epsilon) + norms))
 
 
-def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False):
+def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False) -> list | tuple:
     """Rescale a list of tensors (e.g. gradients) so their joint norm is at most ``max_norm``.
 
     Returns the rescaled tensors, and the norm before rescaling if

@@ -202,3 +202,22 @@ def test_set_all_param_values_wrong_dtype_changes_nothing():
         set_all_param_values(bn, values)
     for b, a in zip(before, get_all_param_values(bn), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_networks_pickle_with_their_parameters():
+    import pickle
+
+    from lasagne_bn.layers import DropoutLayer
+    from lasagne_bn.utils import is_portable
+
+    net = DropoutLayer(_network(), p=0.1)
+    set_all_param_values(net, [np.full_like(v, 0.5) for v in get_all_param_values(net)])
+    copy = pickle.loads(pickle.dumps(net))
+    params = get_all_params(copy)
+    assert [p.name for p in params] == [p.name for p in get_all_params(net)]
+    assert all(is_portable(p) for p in params)
+    for v in get_all_param_values(copy):
+        np.testing.assert_array_equal(v, 0.5)
+    l_in = get_all_layers(copy)[0]
+    f = pytensor.function([l_in.input_var], get_output(copy), mode="FAST_COMPILE")
+    assert f(np.ones((3, 4))).shape == (3, 2)
