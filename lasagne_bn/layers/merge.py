@@ -56,7 +56,7 @@ def _first_known_sizes(input_shapes) -> tuple:
     )
 
 
-def autocrop(inputs, cropping):
+def autocrop(inputs, cropping, static_shapes=None):
     """Crop input expressions to a common size on the axes where ``cropping`` says so.
 
     Parameters
@@ -66,6 +66,11 @@ def autocrop(inputs, cropping):
     cropping : None or list of None / 'lower' / 'center' / 'upper'
         Per axis: ``None`` leaves it; ``'lower'`` keeps the first, ``'upper'``
         the last, ``'center'`` the middle ``min(sizes)`` entries.
+    static_shapes : list of tuples, optional
+        Sizes known in advance (``None`` for unknown), e.g. a merge layer's
+        ``input_shapes``; the inputs' static shapes are used as well.  Where
+        all sizes on a cropped axis are known, the slices are constant,
+        which JAX needs (it cannot slice with traced bounds).
 
     Examples
     --------
@@ -83,21 +88,34 @@ def autocrop(inputs, cropping):
             f"dimensionalities {[x.ndim for x in inputs]}."
         )
     cropping = _check_cropping(cropping, ndim)
-    shapes = [x.shape for x in inputs]
-    min_shape = pt.min(pt.stack([pt.as_tensor_variable(s) for s in shapes]), axis=0)
+    if static_shapes is None:
+        static_shapes = [(None,) * ndim] * len(inputs)
+    shapes = []
+    for x, known in zip(inputs, static_shapes, strict=True):
+        shapes.append(
+            [
+                k if k is not None else (t if t is not None else x.shape[d])
+                for d, (k, t) in enumerate(zip(known, x.type.shape, strict=True))
+            ]
+        )
     slices_by_input = [[] for _ in inputs]
     for dim, cr in enumerate(cropping):
         if cr is None:
             for slices in slices_by_input:
                 slices.append(slice(None))
             continue
-        size = min_shape[dim]
+        sizes = [shape[dim] for shape in shapes]
+        if all(isinstance(s, int) for s in sizes):
+            size = min(sizes)
+        else:
+            size = pt.min(pt.stack([pt.as_tensor_variable(s) for s in sizes]))
         if cr == "lower":
             for slices in slices_by_input:
                 slices.append(slice(None, size))
         elif cr == "upper":
-            for slices in slices_by_input:
-                slices.append(slice(-size, None))
+            for shape, slices in zip(shapes, slices_by_input, strict=True):
+                # an explicit start (not -size) so a constant size stays constant
+                slices.append(slice(shape[dim] - size, None))
         else:
             for shape, slices in zip(shapes, slices_by_input, strict=True):
                 offset = (shape[dim] - size) // 2
@@ -178,7 +196,7 @@ class ConcatLayer(MergeLayer):
         return tuple(output_shape)
 
     def get_output_for(self, inputs, **kwargs):
-        inputs = autocrop(inputs, self.cropping)
+        inputs = autocrop(inputs, self.cropping, self.input_shapes)
         return pt.concatenate(inputs, axis=self.axis)
 
 
@@ -222,7 +240,7 @@ class ElemwiseMergeLayer(MergeLayer):
         return output_shape
 
     def get_output_for(self, inputs, **kwargs):
-        inputs = autocrop(inputs, self.cropping)
+        inputs = autocrop(inputs, self.cropping, self.input_shapes)
         output = None
         for x in inputs:
             output = x if output is None else self.merge_function(output, x)

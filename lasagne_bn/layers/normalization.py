@@ -465,12 +465,12 @@ class LocalResponseNormalization2DLayer(Layer):
 
     def get_output_for(self, input, **kwargs):
         half_n = self.n // 2
-        channels = input.shape[1]
+        # Sizes known when the layer was built are used as Python ints: JAX
+        # cannot build arrays whose shape is computed from a traced size.
+        sizes = [s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)]
+        batch, channels, rows, cols = sizes
         sqr = pt.sqr(input)
-        padded = pt.zeros(
-            (input.shape[0], channels + 2 * half_n, input.shape[2], input.shape[3]),
-            dtype=input.dtype,
-        )
+        padded = pt.zeros((batch, channels + 2 * half_n, rows, cols), dtype=input.dtype)
         padded = pt.set_subtensor(padded[:, half_n : half_n + channels], sqr)
         scale = pt.constant(self.k, dtype=input.dtype)
         alpha = pt.constant(self.alpha, dtype=input.dtype)

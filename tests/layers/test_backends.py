@@ -183,3 +183,37 @@ def test_bn_mlp_learns_digits(mode):
             idx = perm[i : i + 50]
             train(X_train[idx], y_train[idx])
     assert accuracy(X_test, y_test) >= 0.9
+
+
+def test_batch_size_dependent_shapes_under_jax():
+    # JAX compiles for concrete shapes and cannot build arrays, slices or
+    # reshapes from traced sizes: layers use sizes known at build time where
+    # they have them, and shapes taken straight from the input otherwise.
+    from lasagne_bn.layers import (
+        ConcatLayer,
+        FlattenLayer,
+        LocalResponseNormalization2DLayer,
+        ReshapeLayer,
+        StandardizationLayer,
+    )
+
+    a, b = InputLayer((None, 3, 4, 4)), InputLayer((None, 2, 4, 3))
+    layers = [
+        DenseLayer(a, 5),
+        FlattenLayer(a),
+        ReshapeLayer(a, ([0], -1)),
+        ConcatLayer([a, b], axis=1, cropping=[None, None, None, "center"]),
+        ConcatLayer([a, b], axis=1, cropping=[None, None, "lower", "upper"]),
+        LocalResponseNormalization2DLayer(a, n=3),
+        StandardizationLayer(a),
+        BatchNormLayer(a),
+    ]
+    outs = get_output(layers, deterministic=True)
+    f_jax = pytensor.function([a.input_var, b.input_var], outs, mode="JAX")
+    f_ref = pytensor.function([a.input_var, b.input_var], outs, mode="FAST_COMPILE")
+    r = np.random.RandomState(4)
+    for n in (2, 5):
+        xa, xb = r.randn(n, 3, 4, 4), r.randn(n, 2, 4, 3)
+        for got, want, layer in zip(f_jax(xa, xb), f_ref(xa, xb), layers, strict=True):
+            assert got.shape[0] == n
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=repr(layer))
