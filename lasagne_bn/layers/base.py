@@ -156,8 +156,12 @@ class Layer:
         return param
 
     def __repr__(self) -> str:
-        name = "" if self.name is None else f" {self.name!r}"
-        return f"<{type(self).__name__}{name} output_shape={self.output_shape}>"
+        name = "" if getattr(self, "name", None) is None else f" {self.name!r}"
+        try:
+            shape = f" output_shape={self.output_shape}"
+        except Exception:  # a repr must not fail, e.g. inside an error message
+            shape = ""
+        return f"<{type(self).__name__}{name}{shape}>"
 
 
 class MergeLayer(Layer):

@@ -317,6 +317,22 @@ class BatchNormLayer(Layer):
         batch_norm_update_averages=None,
         **kwargs,
     ):
+        """Normalize ``input``; which statistics, and whether to update the averages.
+
+        Parameters
+        ----------
+        input : tensor
+        deterministic : bool
+            Test time: use the stored averages and do not update them.
+        batch_norm_use_averages : bool or None
+            Normalize with the stored averages (True) or the batch's
+            statistics (False); None means ``deterministic``.
+        batch_norm_update_averages : bool or None
+            Update the stored averages with this batch's statistics; None
+            means ``not deterministic``.  Inside
+            ``get_output(..., return_updates=True)`` the updates are returned,
+            otherwise they are default updates of aliased clones.
+        """
         use_averages = (
             deterministic if batch_norm_use_averages is None else batch_norm_use_averages
         )
