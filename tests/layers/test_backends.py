@@ -59,6 +59,7 @@ X = DATA.randn(16, 6)
 Y = DATA.randint(0, 3, 16).astype("int32")
 
 
+@pytest.mark.slow
 def test_train_under_jax_then_evaluate_under_numba_and_fast_compile():
     l_in, net = _mlp("inv_std", p=0.2)
     train = _train_fn(l_in, net, "JAX", way="explicit")
@@ -98,6 +99,7 @@ def _squared_error_train(l_in, net, mode):
     return pytensor.function([l_in.input_var, t], loss, updates=upd, mode=mode)
 
 
+@pytest.mark.slow
 def test_any_backend_order_gives_the_same_trajectory():
     if not pytensor.config.cxx:
         pytest.skip("no C compiler")

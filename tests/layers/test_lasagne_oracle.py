@@ -1,6 +1,8 @@
 """The same computations as real Lasagne master on Theano 1.0.5, against its stored results.
 
 tests/data/make_lasagne_oracle.py made tests/data/lasagne_oracle.npz (float64).
+These check semantics, so they compile in FAST_COMPILE (quick); the other
+tests run the same layers in every mode.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from lasagne_bn.layers import (
     get_output,
 )
 
+MODE = "FAST_COMPILE"
 ORACLE = np.load(Path(__file__).parent.parent / "data" / "lasagne_oracle.npz")
 
 
@@ -39,7 +42,7 @@ def test_batch_norm_layer_matches_lasagne(case, kwargs):
     init = {k: ORACLE["bn4_init_" + k].copy() for k in ("beta", "gamma", "mean", "inv_std")}
     layer = BatchNormLayer(InputLayer((None, 3, 2, 4)), **init)
     x = pt.tensor4("x")
-    f = pytensor.function([x], get_output(layer, x, **kwargs))
+    f = pytensor.function([x], get_output(layer, x, **kwargs), mode=MODE)
     np.testing.assert_allclose(
         f(ORACLE["bn4_x"]), ORACLE[f"bn4_{case}_out"], rtol=1e-12, atol=1e-13
     )
@@ -68,7 +71,7 @@ def test_batch_norm_network_three_sgd_steps_matches_lasagne():
     loss = objectives.aggregate(objectives.categorical_crossentropy(get_output(net), y))
     params = get_all_params(net, trainable=True)
     train = pytensor.function(
-        [l_in.input_var, y], loss, updates=updates.sgd(loss, params, learning_rate=0.1)
+        [l_in.input_var, y], loss, updates=updates.sgd(loss, params, learning_rate=0.1), mode=MODE
     )
     X, Y = ORACLE["net_X"], ORACLE["net_Y"]
     losses = [train(X[i], Y[i]) for i in range(3)]
@@ -77,5 +80,5 @@ def test_batch_norm_network_three_sgd_steps_matches_lasagne():
         np.testing.assert_allclose(
             p.get_value(), ORACLE["net_param_" + p.name], rtol=1e-11, atol=1e-14, err_msg=p.name
         )
-    det = pytensor.function([l_in.input_var], get_output(net, deterministic=True))
+    det = pytensor.function([l_in.input_var], get_output(net, deterministic=True), mode=MODE)
     np.testing.assert_allclose(det(X[0]), ORACLE["net_det_out"], rtol=1e-11, atol=1e-14)
