@@ -403,7 +403,9 @@ class BatchNormTrain(Op):
                 terms.append(g_mean_total / m)
             if g_var_total is not None:
                 terms.append(g_var_total * 2 * (pt.cast(x, work) - mean) / m)
-            grads[0] = pt.cast(pt.add(*terms) if len(terms) > 1 else terms[0], x.type.dtype)
+            # g_mean / m alone has the statistics' shape: broadcast it to x's.
+            terms.append(pt.zeros_like(x, dtype=work))
+            grads[0] = pt.cast(pt.add(*terms), x.type.dtype)
         # epsilon enters through invstd = (var + eps) ** -0.5.
         g_invstd_eps = None
         if connected(g_out):

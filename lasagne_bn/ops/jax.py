@@ -23,7 +23,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     BatchNormTrainGrad,
 )
-from lasagne_bn.ops.layout import reduced_size
+from lasagne_bn.ops.layout import reduced_size, stat_shape
 
 
 def _work_dtype(dtype) -> jnp.dtype:
@@ -68,6 +68,17 @@ def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
     return dx.astype(x.dtype), dot * inv, dbeta
 
 
+def _check_shapes(op, x, names, params):
+    """Shapes are static under jit: check them while tracing, like the other backends."""
+    want = stat_shape(x.shape, op.axes)
+    for name, value in zip(names, params, strict=True):
+        if tuple(value.shape) != want:
+            raise ValueError(
+                f"{op}: {name} has shape {tuple(value.shape)} but inputs has shape "
+                f"{tuple(x.shape)}: expected {want}"
+            )
+
+
 def _check_m(op, x):
     m = reduced_size(x.shape, op.axes)
     if m < 2:
@@ -84,6 +95,9 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
 
     def batch_norm_train(x, gamma, beta, epsilon, *running):
         _check_m(op, x)
+        params = (gamma, beta, *running[1:])
+        names = ("gamma", "beta", "running_mean", "running_var")
+        _check_shapes(op, x, names[: len(params)], params)
         out, mean, invstd, var = train_forward(x, gamma, beta, epsilon, axes)
         results = (out, mean.astype(st), invstd.astype(st))
         if running:
@@ -104,6 +118,8 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
 
     def batch_norm_train_grad(x, dy, gamma, mean, invstd, *stat_grads):
         _check_m(op, x)
+        names = ("gamma", "mean", "invstd", "g_mean", "g_var")
+        _check_shapes(op, x, names[: 3 + len(stat_grads)], (gamma, mean, invstd, *stat_grads))
         dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes, *stat_grads)
         return dx, dgamma.astype(st), dbeta.astype(st)
 
@@ -113,6 +129,7 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
 @jax_funcify.register(BatchNormInference)
 def jax_funcify_BatchNormInference(op, node, **kwargs):
     def batch_norm_inference(x, gamma, beta, mean, var, epsilon):
+        _check_shapes(op, x, ("gamma", "beta", "mean", "var"), (gamma, beta, mean, var))
         work = _work_dtype(x.dtype)
         scale = gamma.astype(work) / jnp.sqrt(var.astype(work) + jnp.asarray(epsilon, work))
         out = (x.astype(work) - mean.astype(work)) * scale + beta.astype(work)
