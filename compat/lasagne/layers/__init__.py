@@ -1,0 +1,82 @@
+"""``lasagne.layers``: lasagne_bn's layers under Lasagne's names.
+
+Every layer, helper and submodule (``lasagne.layers.helper``,
+``lasagne.layers.normalization`` ...) is lasagne_bn's own object.  Names
+lasagne_bn lacks raise an ``ImportError`` / ``AttributeError`` that says
+what to use instead.
+"""
+
+from __future__ import annotations
+
+from compat._finder import GONE
+from compat._names import missing_names
+from lasagne_bn import layers as _layers
+from lasagne_bn.layers import *  # noqa: F403
+from lasagne_bn.layers import (  # noqa: F401
+    base,
+    dense,
+    helper,
+    input,
+    merge,
+    noise,
+    normalization,
+    shape,
+    special,
+)
+
+__all__ = list(_layers.__all__)
+
+_RECURRENT = GONE["lasagne.layers.recurrent"]
+_NO_CONV = "lasagne_bn's convolution and pooling layers are not in this lasagne_bn version"
+
+_MISSING = {
+    "dnn": GONE["lasagne.layers.dnn"],
+    "cuda_convnet": GONE["lasagne.layers.cuda_convnet"],
+    "corrmm": GONE["lasagne.layers.corrmm"],
+    "recurrent": _RECURRENT,
+    "CustomRecurrentLayer": _RECURRENT,
+    "RecurrentLayer": _RECURRENT,
+    "LSTMLayer": _RECURRENT,
+    "GRULayer": _RECURRENT,
+    "Gate": _RECURRENT,
+    "embedding": GONE["lasagne.layers.embedding"],
+    "EmbeddingLayer": GONE["lasagne.layers.embedding"],
+    "local": GONE["lasagne.layers.local"],
+    "LocallyConnected2DLayer": GONE["lasagne.layers.local"],
+    "TransformerLayer": "lasagne_bn has no spatial transformer layers",
+    "TPSTransformerLayer": "lasagne_bn has no spatial transformer layers",
+    "RandomizedRectifierLayer": "use ParametricRectifierLayer or a LeakyRectify nonlinearity",
+    "rrelu": "use prelu or a LeakyRectify nonlinearity",
+    "SpatialPyramidPoolingLayer": "lasagne_bn has no SpatialPyramidPoolingLayer",
+    "FeatureWTALayer": "lasagne_bn has no FeatureWTALayer",
+    "DilatedConv2DLayer": "lasagne_bn has no dilated convolutions",
+    **{
+        name: _NO_CONV
+        for name in (
+            "conv",
+            "pool",
+            "Conv1DLayer",
+            "Conv2DLayer",
+            "Conv3DLayer",
+            "TransposedConv2DLayer",
+            "TransposedConv3DLayer",
+            "Deconv2DLayer",
+            "Deconv3DLayer",
+            "Pool1DLayer",
+            "Pool2DLayer",
+            "Pool3DLayer",
+            "MaxPool1DLayer",
+            "MaxPool2DLayer",
+            "MaxPool3DLayer",
+            "GlobalPoolLayer",
+            "FeaturePoolLayer",
+            "Upscale1DLayer",
+            "Upscale2DLayer",
+            "Upscale3DLayer",
+            "PadLayer",
+            "pad",
+        )
+    },
+}
+
+__getattr__ = missing_names("lasagne.layers", _MISSING)

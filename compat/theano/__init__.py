@@ -1,0 +1,179 @@
+"""``import theano``: Theano 1.0's top-level names on PyTensor 3.
+
+Most names are PyTensor's own objects (``theano.function is
+pytensor.function``).  The differences:
+
+- ``theano.shared`` makes shared variables with
+  :func:`lasagne_bn.utils.portable_shared`'s storage, so one set of
+  parameters works under every backend in one process, and accepts
+  Theano's ``broadcastable=`` (as a static shape).
+- ``theano.config`` is PyTensor's configuration under Theano's option names
+  (:mod:`compat.theano._config`); ``theano.config.device`` is ``'cpu'``.
+- ``theano.clone``, ``theano.Param``, ``theano.OrderedUpdates``,
+  ``theano.gof``, ``theano.scan_module`` ... are the PyTensor pieces they
+  became.
+- ``theano.sandbox.cuda`` and ``theano.gpuarray`` raise an ``ImportError``
+  that says to use the JAX mode.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import OrderedDict as _OrderedDict
+
+import numpy as _np
+import pytensor as _pytensor
+import pytensor.gradient as _gradient
+from pytensor import In, Mode, OpFromGraph, Out, dprint, function, grad
+from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, as_op, get_mode
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
+from pytensor.graph.replace import clone_replace as _clone_replace
+from pytensor.printing import debugprint, pp, pprint
+from pytensor.scan import foldl, foldr, map, reduce, scan  # noqa: A004
+from pytensor.tensor import dot, get_underlying_scalar_constant_value
+
+from compat._names import missing_names
+from compat.theano._config import config
+
+__version__ = "1.0.5+lasagnebn"
+version = __version__
+
+OrderedUpdates = _OrderedDict
+change_flags = config.change_flags
+subgraph_grad = _gradient.subgraph_grad
+get_scalar_constant_value = get_underlying_scalar_constant_value
+
+__all__ = [
+    "Apply",
+    "Constant",
+    "FunctionGraph",
+    "In",
+    "Mode",
+    "Op",
+    "OpFromGraph",
+    "OrderedUpdates",
+    "Out",
+    "Param",
+    "ProfileStats",
+    "SharedVariable",
+    "SymbolicInput",
+    "SymbolicOutput",
+    "Type",
+    "Variable",
+    "as_op",
+    "change_flags",
+    "clone",
+    "config",
+    "debugprint",
+    "dot",
+    "dprint",
+    "foldl",
+    "foldr",
+    "function",
+    "get_mode",
+    "get_scalar_constant_value",
+    "grad",
+    "map",
+    "pp",
+    "pprint",
+    "reduce",
+    "scan",
+    "shared",
+    "subgraph_grad",
+]
+
+
+def shared(value, name=None, strict=False, allow_downcast=None, **kwargs):
+    """``theano.shared``: ``pytensor.shared``, taking ``broadcastable=``, with portable storage.
+
+    ``broadcastable=(True, False)`` becomes the static shape ``(1, None)``.
+    Tensor values get the storage of :func:`lasagne_bn.utils.portable_shared`:
+    whatever backend updates the variable (JAX included), it keeps a
+    writable NumPy array, so functions compiled for other backends can use
+    it next.
+    """
+    broadcastable = kwargs.pop("broadcastable", None)
+    if broadcastable is not None and "shape" not in kwargs:
+        kwargs["shape"] = tuple(1 if b else None for b in broadcastable)
+    var = _pytensor.shared(
+        value, name=name, strict=strict, allow_downcast=allow_downcast, **kwargs
+    )
+    if isinstance(value, _np.ndarray | _np.generic | int | float):
+        from lasagne_bn.utils import _HostStorage
+
+        container = var.container
+        container.storage = _HostStorage(container.storage)
+        container.storage[0] = container.storage[0]
+    return var
+
+
+def clone(output, replace=None, strict=True, share_inputs=True, copy_inputs=None):
+    """``theano.clone``: ``output`` (a variable or list) with ``replace`` substituted.
+
+    PyTensor's ``clone_replace``; ``copy_inputs`` (deprecated in Theano) is
+    accepted and ignored.
+    """
+    return _clone_replace(output, replace=replace, strict=strict, share_inputs=share_inputs)
+
+
+def Param(  # noqa: N802 - Theano's name
+    variable,
+    default=None,
+    name=None,
+    mutable=False,
+    strict=False,
+    allow_downcast=None,
+    implicit=None,
+    borrow=None,
+):
+    """Theano 0.x's ``Param``: PyTensor's :class:`~pytensor.In` with ``value=default``."""
+    return In(
+        variable,
+        name=name,
+        value=default,
+        mutable=mutable,
+        strict=strict,
+        allow_downcast=allow_downcast,
+        implicit=implicit,
+        borrow=borrow,
+    )
+
+
+# Submodules legacy code reaches as attributes of ``theano`` (``theano.tensor``,
+# ``theano.printing.pp`` ...) without importing them.
+_SUBMODULES = {
+    "tensor": "compat.theano.tensor",
+    "gradient": "compat.theano.gradient",
+    "sandbox": "compat.theano.sandbox",
+    "printing": "pytensor.printing",
+    "ifelse": "pytensor.ifelse",
+    "compile": "pytensor.compile",
+    "gof": "pytensor.graph",
+    "graph": "pytensor.graph",
+    "scalar": "pytensor.scalar",
+    "sparse": "pytensor.sparse",
+    "scan_module": "pytensor.scan",
+    "misc": "pytensor.misc",
+}
+
+_MISSING = {
+    "gpuarray": (
+        "PyTensor has no gpuarray backend; compile with mode='JAX' (on a JAX install with "
+        "GPU support) to run on a GPU"
+    ),
+    "sparse_grad": "use the gradient of theano.sparse ops (pytensor.sparse) directly",
+    "function_dump": "use pytensor.compile.function_dump",
+    "test": "Theano's test suite is not part of PyTensor",
+}
+
+
+def _submodule(name: str):
+    module = importlib.import_module(_SUBMODULES[name])  # KeyError: not a submodule
+    globals()[name] = module
+    return module
+
+
+__getattr__ = missing_names("theano", _MISSING, fallback=_submodule)
+
+from compat.theano import tensor  # noqa: E402, F401  (``theano.tensor`` is always loaded)

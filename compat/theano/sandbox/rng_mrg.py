@@ -1,0 +1,11 @@
+"""``theano.sandbox.rng_mrg``: ``MRG_RandomStreams`` on PyTensor's generators.
+
+The draws have the distributions of Theano's MRG31k3p streams but other
+numbers; ``MRG_RandomStreams`` is :class:`compat.theano._random.RandomStreams`.
+"""
+
+from __future__ import annotations
+
+from compat.theano._random import RandomStreams as MRG_RandomStreams
+
+__all__ = ["MRG_RandomStreams"]
