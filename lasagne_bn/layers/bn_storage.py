@@ -106,7 +106,7 @@ def inv_std_to_var(inv_std, epsilon: float) -> np.ndarray:
     wide = array.astype(np.float64)
     bad = ~(np.isfinite(wide) & (wide > 0))
     if bad.any():
-        first = wide[bad].flat[0]
+        first = float(wide[bad].flat[0])
         raise ValueError(
             f"inv_std holds {int(bad.sum())} value(s) that are not finite and > 0 (e.g. "
             f"{first!r}); an inverse standard deviation must be positive"
@@ -133,7 +133,7 @@ def var_to_inv_std(var, epsilon: float) -> np.ndarray:
     wide = array.astype(np.float64)
     bad = ~(np.isfinite(wide) & (wide + epsilon > 0))
     if bad.any():
-        first = wide[bad].flat[0]
+        first = float(wide[bad].flat[0])
         raise ValueError(
             f"var holds {int(bad.sum())} value(s) that are not finite or not > -epsilon "
             f"(e.g. {first!r}); a variance must be >= 0"

@@ -1,0 +1,734 @@
+"""Reading legacy pickles without running them, and writing pickles old code can read.
+
+Reading: :class:`SafeUnpickler` resolves the globals a pickle names through
+an allow-list, never through imports:
+
+- NumPy's array, dtype and scalar reconstruction (checked wrappers), the
+  plain containers (``set``, ``OrderedDict`` ...) and ``_codecs.encode`` for
+  latin-1 only (how Python 3 stores ``bytes`` in protocol 2);
+- ``theano.sandbox.cuda`` / ``theano.gpuarray`` unpicklers, which give the
+  NumPy array the GPU array was saved from;
+- every other ``theano.*`` and ``lasagne.*`` name becomes an inert
+  *stand-in* class (:class:`LegacyObject`): "calling" it records the
+  arguments, restoring its state records the state, nothing of Theano or
+  Lasagne runs (neither needs to be installed);
+- classes the caller vouches for (``classes={'mymodule.MyLayer': MyLayer}``).
+
+Anything else (``os.system``, ``builtins.eval``, ``subprocess.Popen``...)
+raises :class:`UnsafePickleError` the moment the pickle names it, before it
+could be called.  :class:`Rebuilder` then turns stand-ins of Lasagne layers
+into lasagne_bn layers.
+
+Writing: :func:`dumps_protocol2` writes lists / dicts of arrays as protocol-2
+pickles that Python 2 and 3 with any NumPy (1.x names, ``numpy.core``) load
+with a plain ``pickle.load``, like the files Lasagne users wrote.
+"""
+
+from __future__ import annotations
+
+import _compat_pickle
+import inspect
+import io
+import numbers
+import pickle
+import struct
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = [
+    "LegacyObject",
+    "Rebuilder",
+    "SafeUnpickler",
+    "UnsafePickleError",
+    "dumps_protocol2",
+    "legacy_path",
+    "legacy_state",
+]
+
+
+class UnsafePickleError(ValueError):
+    """A pickle names a global that is not on the allow-list; nothing was executed."""
+
+
+# --------------------------------------------------------------------------
+# stand-ins
+
+
+class LegacyObject:
+    """Inert stand-in for an object of a Theano / Lasagne class.
+
+    Subclasses are made per legacy class (:func:`stand_in`); ``legacy_path``
+    is the class's full name.  Instances record what the pickle gave them.
+    """
+
+    legacy_path = "?"
+
+    def __new__(cls, *args, **kwargs):
+        obj = object.__new__(cls)
+        obj.__dict__.update(_args=args, _kwargs=kwargs, _state=None, _items=[], _mapping={})
+        return obj
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __setstate__(self, state):
+        self.__dict__["_state"] = state
+
+    def __setitem__(self, key, value):  # dict subclasses
+        self._mapping[key] = value
+
+    def append(self, value):  # list subclasses
+        self._items.append(value)
+
+    def extend(self, values):
+        self._items.extend(values)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"a stand-in for {self.legacy_path} cannot be pickled again")
+
+    def __repr__(self) -> str:
+        return f"<legacy {self.legacy_path} object>"
+
+
+_STAND_INS: dict[str, type] = {}
+
+
+def stand_in(path: str) -> type:
+    """The (cached) stand-in class for the legacy global ``path``."""
+    cls = _STAND_INS.get(path)
+    if cls is None:
+        name = path.rpartition(".")[2] or path
+        cls = type(name, (LegacyObject,), {"legacy_path": path, "__module__": __name__})
+        _STAND_INS[path] = cls
+    return cls
+
+
+def legacy_path(obj) -> str | None:
+    """The legacy class (or function) name a stand-in, or a stand-in class, stands for."""
+    if isinstance(obj, type) and issubclass(obj, LegacyObject):
+        return obj.legacy_path
+    if isinstance(obj, LegacyObject):
+        return obj.legacy_path
+    return None
+
+
+def legacy_state(obj: LegacyObject) -> dict:
+    """The attribute dict a stand-in was given (``{}`` if none)."""
+    state = obj._state
+    if isinstance(state, tuple) and len(state) == 2:  # (dict, slot state)
+        merged = dict(state[0] or {})
+        merged.update(state[1] or {})
+        return merged
+    return dict(state) if isinstance(state, Mapping) else {}
+
+
+# --------------------------------------------------------------------------
+# the allow-list
+
+
+def _np_core(name: str):
+    try:
+        from numpy._core import multiarray, numeric
+    except ImportError:  # pragma: no cover - NumPy 1.x
+        from numpy.core import multiarray, numeric
+    return getattr(multiarray if hasattr(multiarray, name) else numeric, name)
+
+
+_reconstruct = _np_core("_reconstruct")
+_scalar = _np_core("scalar")
+_frombuffer = _np_core("_frombuffer")
+
+
+def _is_array_class(cls) -> bool:
+    return cls is np.ndarray
+
+
+def _safe_reconstruct(subtype, shape, dtype):
+    if not _is_array_class(subtype):
+        raise UnsafePickleError(
+            f"numpy's _reconstruct was asked to make a {subtype!r}; only numpy.ndarray is allowed"
+        )
+    return _reconstruct(np.ndarray, shape, dtype)
+
+
+def _safe_scalar(dtype, data=None):
+    if not isinstance(dtype, np.dtype):
+        raise UnsafePickleError(f"numpy's scalar() was given {dtype!r}, not a numpy dtype")
+    if dtype.hasobject:
+        return data
+    return _scalar(dtype, data)
+
+
+def _safe_frombuffer(buffer, dtype, shape, order):
+    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise UnsafePickleError(f"numpy's _frombuffer was given the dtype {dtype!r}")
+    return _frombuffer(buffer, dtype, shape, order)
+
+
+def _safe_encode(text, encoding="utf-8"):
+    if not isinstance(text, str) or str(encoding).lower().replace("-", "") not in (
+        "latin1",
+        "iso88591",
+    ):
+        raise UnsafePickleError(
+            f"_codecs.encode was called with encoding {encoding!r}; only latin-1 (how Python "
+            "3 pickles bytes) is allowed"
+        )
+    return text.encode("latin-1")
+
+
+def _safe_reconstructor(cls, base, state=None):
+    if isinstance(cls, type) and issubclass(cls, LegacyObject):
+        return cls.__new__(cls)
+    raise UnsafePickleError(f"copyreg._reconstructor was asked to make a {cls!r}")
+
+
+def _safe_newobj(cls, *args):
+    if isinstance(cls, type) and issubclass(cls, LegacyObject):
+        return cls.__new__(cls, *args)
+    raise UnsafePickleError(f"copyreg.__newobj__ was asked to make a {cls!r}")
+
+
+def _gpu_unpickler(path: str):
+    def unpickle(npa, *context):
+        if not isinstance(npa, np.ndarray):
+            raise UnsafePickleError(f"{path} was given a {type(npa).__name__}, not an array")
+        return npa
+
+    unpickle.__name__ = path.rpartition(".")[2]
+    return unpickle
+
+
+_NUMERIC_TYPES = {
+    t.__name__: t
+    for t in (
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+        np.longdouble,
+        np.complex64,
+        np.complex128,
+    )
+}
+
+_SAFE: dict[str, object] = {
+    "builtins.set": set,
+    "builtins.frozenset": frozenset,
+    "builtins.list": list,
+    "builtins.dict": dict,
+    "builtins.tuple": tuple,
+    "builtins.bytearray": bytearray,
+    "builtins.complex": complex,
+    "builtins.int": int,
+    "builtins.long": int,
+    "builtins.float": float,
+    "builtins.str": str,
+    "builtins.unicode": str,
+    "builtins.bool": bool,
+    "builtins.object": object,
+    "collections.OrderedDict": OrderedDict,
+    "_codecs.encode": _safe_encode,
+    "copyreg._reconstructor": _safe_reconstructor,
+    "copyreg.__newobj__": _safe_newobj,
+    "numpy.ndarray": np.ndarray,
+    "numpy.dtype": np.dtype,
+    "theano.sandbox.cuda.type.CudaNdarray_unpickler": _gpu_unpickler(
+        "theano.sandbox.cuda.type.CudaNdarray_unpickler"
+    ),
+    "theano.gpuarray.type.GpuArray_unpickler": _gpu_unpickler(
+        "theano.gpuarray.type.GpuArray_unpickler"
+    ),
+}
+for _core in ("numpy.core", "numpy._core"):
+    _SAFE[f"{_core}.multiarray._reconstruct"] = _safe_reconstruct
+    _SAFE[f"{_core}.multiarray.scalar"] = _safe_scalar
+    _SAFE[f"{_core}.numeric._frombuffer"] = _safe_frombuffer
+for _name, _type in _NUMERIC_TYPES.items():
+    _SAFE[f"numpy.{_name}"] = _type
+
+
+def _python3_name(module: str, name: str) -> tuple[str, str]:
+    """Python 2 names (``__builtin__``, ``copy_reg``, ``commands.Popen``) as Python 3 knows them.
+
+    The same mapping ``pickle``'s ``fix_imports`` applies, so a refusal
+    names the global that would really have been called.
+    """
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        return _compat_pickle.NAME_MAPPING[(module, name)]
+    return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+
+
+#: Legacy top-level packages whose globals become inert stand-ins.
+STAND_IN_ROOTS = ("theano", "lasagne")
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """A ``pickle.Unpickler`` that resolves globals only through the allow-list.
+
+    Parameters
+    ----------
+    file : binary file
+    classes : mapping, optional
+        Extra ``'module.Name' -> object`` entries the caller trusts (their
+        own layer classes, say); used as they are.
+    stand_in_roots : tuple of str
+        Top-level packages whose globals become inert stand-ins.
+
+    Loads with ``encoding='latin1'``, which Python 2 NumPy pickles need.
+    """
+
+    def __init__(self, file, *, classes: Mapping | None = None, stand_in_roots=STAND_IN_ROOTS):
+        super().__init__(file, encoding="latin1")
+        self._classes = dict(classes or {})
+        self._roots = tuple(stand_in_roots)
+
+    def find_class(self, module: str, name: str):
+        module, name = _python3_name(module, name)
+        path = f"{module}.{name}"
+        if path in self._classes:
+            return self._classes[path]
+        if path in _SAFE:
+            return _SAFE[path]
+        if module.partition(".")[0] in self._roots:
+            return stand_in(path)
+        raise UnsafePickleError(
+            f"the pickle refers to {path}, which is not on the allow-list of what a legacy "
+            "checkpoint may contain; refused, nothing was executed (if it is a class of your "
+            f"own that you trust, pass classes={{{path!r}: ...}})"
+        )
+
+    def persistent_load(self, pid):
+        raise UnsafePickleError(f"the pickle uses a persistent id ({pid!r}); refused")
+
+
+def safe_loads(data: bytes, **kwargs):
+    """Unpickle ``data`` with :class:`SafeUnpickler`."""
+    return SafeUnpickler(io.BytesIO(data), **kwargs).load()
+
+
+# --------------------------------------------------------------------------
+# writing protocol-2 pickles for Python 2 / old NumPy
+
+
+def _w_int(out: list, value: int) -> None:
+    if 0 <= value < 256:
+        out.append(b"K" + bytes([value]))
+    elif 0 <= value < 65536:
+        out.append(b"M" + struct.pack("<H", value))
+    elif -(2**31) <= value < 2**31:
+        out.append(b"J" + struct.pack("<i", value))
+    else:
+        raw = value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
+        out.append(b"\x8a" + bytes([len(raw)]) + raw)
+
+
+def _w_str(out: list, text: str) -> None:
+    raw = text.encode("utf-8")
+    out.append(b"X" + struct.pack("<I", len(raw)) + raw)
+
+
+def _w_bytes(out: list, raw: bytes) -> None:
+    # Python 3's protocol-2 form for bytes: _codecs.encode(latin-1 text, 'latin1').
+    # Python 2 loads it as str, Python 3 as bytes, without an encoding argument.
+    out.append(b"c_codecs\nencode\n")
+    _w_str(out, raw.decode("latin-1"))
+    _w_str(out, "latin1")
+    out.append(b"\x86R")
+
+
+def _w_tuple(out: list, items) -> None:
+    items = list(items)
+    if not items:
+        out.append(b")")
+        return
+    if len(items) > 3:
+        out.append(b"(")
+    for item in items:
+        _w(out, item)
+    out.append({1: b"\x85", 2: b"\x86", 3: b"\x87"}.get(len(items), b"t"))
+
+
+def _w_dtype(out: list, dtype: np.dtype) -> None:
+    if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
+        raise TypeError(f"cannot write arrays of dtype {dtype} in a legacy pickle")
+    order = dtype.str[0] if dtype.itemsize > 1 else "|"
+    out.append(b"cnumpy\ndtype\n")
+    _w_tuple(out, [dtype.str[1:], False, True])
+    out.append(b"R")
+    _w_tuple(out, [3, order, None, None, None, -1, -1, 0])
+    out.append(b"b")
+
+
+def _w_array(out: list, array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    out.append(b"cnumpy.core.multiarray\n_reconstruct\n")
+    out.append(b"cnumpy\nndarray\n")
+    _w_tuple(out, [0])
+    _w_str(out, "b")
+    out.append(b"\x87R")
+    out.append(b"(")
+    _w_int(out, 1)
+    _w_tuple(out, list(array.shape))
+    _w_dtype(out, array.dtype)
+    out.append(b"\x89")  # not Fortran order
+    _w_bytes(out, array.tobytes())
+    out.append(b"tb")
+
+
+def _w_scalar(out: list, value: np.generic) -> None:
+    out.append(b"cnumpy.core.multiarray\nscalar\n")
+    out.append(b"(")
+    _w_dtype(out, value.dtype)
+    _w_bytes(out, value.tobytes())
+    out.append(b"tR")
+
+
+def _w(out: list, obj) -> None:
+    if obj is None:
+        out.append(b"N")
+    elif obj is True or obj is False:
+        out.append(b"\x88" if obj else b"\x89")
+    elif isinstance(obj, np.ndarray):
+        _w_array(out, obj)
+    elif isinstance(obj, np.generic):
+        _w_scalar(out, obj)
+    elif isinstance(obj, numbers.Integral):
+        _w_int(out, int(obj))
+    elif isinstance(obj, float):
+        out.append(b"G" + struct.pack(">d", obj))
+    elif isinstance(obj, str):
+        _w_str(out, obj)
+    elif isinstance(obj, bytes):
+        _w_bytes(out, obj)
+    elif isinstance(obj, list):
+        out.append(b"]")
+        if obj:
+            out.append(b"(")
+            for item in obj:
+                _w(out, item)
+            out.append(b"e")
+    elif isinstance(obj, tuple):
+        _w_tuple(out, obj)
+    elif isinstance(obj, dict):
+        out.append(b"}")
+        if obj:
+            out.append(b"(")
+            for key, value in obj.items():
+                _w(out, key)
+                _w(out, value)
+            out.append(b"u")
+    else:
+        raise TypeError(
+            f"cannot write a {type(obj).__name__} in a legacy pickle; expected arrays, "
+            "numbers, strings, lists, tuples and dicts"
+        )
+
+
+def dumps_protocol2(obj) -> bytes:
+    """``obj`` (arrays, numbers, strings, lists, tuples, dicts) as a protocol-2 pickle.
+
+    Arrays are written as NumPy 1.x did (``numpy.core.multiarray``), so
+    Python 2 and old NumPy versions load the file with a plain
+    ``pickle.load`` (Python 2 gets ``unicode`` strings).
+    """
+    out: list[bytes] = [b"\x80\x02"]
+    _w(out, obj)
+    out.append(b".")
+    return b"".join(out)
+
+
+# --------------------------------------------------------------------------
+# rebuilding lasagne_bn networks from stand-ins
+
+
+class LegacyNetworkError(ValueError):
+    """A pickled network that cannot be rebuilt on lasagne_bn."""
+
+
+def _nonlinearity_targets() -> dict:
+    from compat.theano.tensor import nnet
+    from lasagne_bn import nonlinearities as nl
+
+    table = {}
+    for name in ("sigmoid", "softmax", "tanh", "rectify", "elu", "softplus", "linear"):
+        table[f"lasagne.nonlinearities.{name}"] = getattr(nl, name)
+    table["lasagne.nonlinearities.identity"] = nl.identity
+    for module in ("theano.tensor.nnet", "theano.tensor.nnet.nnet", "theano.tensor.nnet.sigm"):
+        for name in (
+            "relu",
+            "elu",
+            "selu",
+            "softmax",
+            "logsoftmax",
+            "softsign",
+            "hard_sigmoid",
+            "ultra_fast_sigmoid",
+            "sigmoid",
+            "softplus",
+        ):
+            table[f"{module}.{name}"] = getattr(nnet, name)
+    return table
+
+
+def _elemwise_targets() -> dict:
+    import pytensor.tensor as pt
+
+    from lasagne_bn.nonlinearities import identity
+
+    return {
+        "ScalarSigmoid": pt.sigmoid,
+        "UltraFastScalarSigmoid": pt.sigmoid,
+        "Tanh": pt.tanh,
+        "ScalarSoftplus": pt.softplus,
+        "Softplus": pt.softplus,
+        "Exp": pt.exp,
+        "Abs": pt.abs,
+        "Identity": identity,
+    }
+
+
+def _class_targets() -> dict:
+    from lasagne_bn import init, nonlinearities
+
+    table = {}
+    for name in ("LeakyRectify", "ScaledTanH", "ScaledTanh", "SELU"):
+        table[f"lasagne.nonlinearities.{name}"] = getattr(nonlinearities, name)
+    for name in init.__all__:
+        table[f"lasagne.init.{name}"] = getattr(init, name)
+    return table
+
+
+#: Constructor arguments that may be dropped (the lasagne_bn default is the
+#: same thing) when their legacy value is a Theano function.
+SKIPPABLE_ARGUMENTS = frozenset({"convolution", "merge_function"})
+
+
+def _layer_class(path: str):
+    """lasagne_bn's layer class for a ``lasagne.layers.*`` class path, or None."""
+    if not path.startswith("lasagne.layers."):
+        return None
+    import lasagne_bn.layers as layers
+
+    cls = getattr(layers, path.rpartition(".")[2], None)
+    if isinstance(cls, type) and issubclass(cls, layers.Layer):
+        return cls
+    return None
+
+
+class Rebuilder:
+    """Turns the stand-ins of an unpickled Lasagne network into lasagne_bn objects.
+
+    Layers are rebuilt by calling lasagne_bn's constructor of the same name
+    with the attributes the pickle holds (Lasagne keeps constructor
+    arguments as attributes of the same names); parameters become new
+    shared variables holding the pickled values (tied parameters stay
+    tied); nonlinearities map to lasagne_bn's.  ``notes`` collects what was
+    left out (``convolution=T.nnet.conv2d`` and the like).
+
+    Parameters
+    ----------
+    classes : mapping, optional
+        ``'module.Name' -> class`` for layer classes of the caller's own
+        (rebuilt the same way).
+    """
+
+    def __init__(self, classes: Mapping | None = None):
+        self.classes = dict(classes or {})
+        self.memo: dict[int, object] = {}
+        self.notes: list[str] = []
+        self._functions = _nonlinearity_targets()
+        self._elemwise = _elemwise_targets()
+        self._objects = _class_targets()
+
+    # values --------------------------------------------------------------
+
+    def convert(self, obj, where: str = "value"):
+        """``obj`` with every stand-in inside replaced (raises for unconvertible ones)."""
+        key = id(obj)
+        if key in self.memo:
+            return self.memo[key]
+        result = self._convert(obj, where)
+        if isinstance(obj, LegacyObject | list | dict | set):
+            self.memo[key] = result
+        return result
+
+    def _convert(self, obj, where):
+        if isinstance(obj, type) and issubclass(obj, LegacyObject):
+            target = self._functions.get(obj.legacy_path)
+            if target is None:
+                raise _Unconvertible(obj.legacy_path)
+            return target
+        if isinstance(obj, LegacyObject):
+            return self._convert_object(obj, where)
+        if isinstance(obj, OrderedDict):
+            return OrderedDict(
+                (self.convert(k, where), self.convert(v, where)) for k, v in obj.items()
+            )
+        if isinstance(obj, dict):
+            return {self.convert(k, where): self.convert(v, where) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.convert(v, where) for v in obj]
+        if isinstance(obj, tuple):
+            return tuple(self.convert(v, where) for v in obj)
+        if isinstance(obj, set | frozenset):
+            return type(obj)(self.convert(v, where) for v in obj)
+        return obj
+
+    def _convert_object(self, obj: LegacyObject, where: str):
+        path = obj.legacy_path
+        layer_cls = self.classes.get(path) or _layer_class(path)
+        if layer_cls is not None:
+            return self._layer(obj, layer_cls)
+        if path.endswith("SharedVariable"):
+            return self._shared(obj, where)
+        if path in ("theano.tensor.var.TensorVariable", "theano.tensor.basic.TensorVariable"):
+            return self._input_variable(obj)
+        if path in self._objects:
+            return self._construct(self._objects[path], legacy_state(obj), path)
+        if path.endswith(".Elemwise"):
+            scalar_op = legacy_state(obj).get("scalar_op")
+            name = (legacy_path(scalar_op) or "").rpartition(".")[2]
+            if name in self._elemwise:
+                return self._elemwise[name]
+        if path.startswith("lasagne.layers."):
+            raise LegacyNetworkError(
+                f"the pickle holds a {path}, which lasagne_bn does not have (pass "
+                f"classes={{{path!r}: <a lasagne_bn layer class>}} to map it)"
+            )
+        raise _Unconvertible(path)
+
+    def _shared(self, obj: LegacyObject, where: str):
+        from lasagne_bn.utils import portable_shared
+
+        state = legacy_state(obj)
+        container = state.get("container")
+        storage = legacy_state(container).get("storage") if container is not None else None
+        if not storage or not isinstance(storage[0], np.ndarray | np.generic):
+            raise LegacyNetworkError(
+                f"{where}: the pickled {obj.legacy_path} holds no array value"
+            )
+        value = np.array(storage[0])
+        name = state.get("name")
+        return portable_shared(value, name=name, shape=value.shape)
+
+    def _input_variable(self, obj: LegacyObject):
+        import pytensor.tensor as pt
+
+        state = legacy_state(obj)
+        if state.get("owner") is not None:
+            raise _Unconvertible("a Theano expression")
+        type_state = (
+            legacy_state(state["type"]) if isinstance(state.get("type"), LegacyObject) else {}
+        )
+        dtype = type_state.get("dtype", "floatX")
+        broadcastable = tuple(type_state.get("broadcastable", ()))
+        shape = tuple(1 if b else None for b in broadcastable)
+        return pt.TensorType(dtype, shape=shape)(state.get("name"))
+
+    # layers --------------------------------------------------------------
+
+    def _construct(self, cls, state: dict, what: str, fixed: dict | None = None):
+        """Call ``cls`` with the arguments its signature names, taken from ``state``."""
+        signature = inspect.signature(cls.__init__)
+        kwargs = dict(fixed or {})
+        takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        for name, param in list(signature.parameters.items())[1:]:
+            if name in kwargs or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if name not in state:
+                continue
+            try:
+                kwargs[name] = self.convert(state[name], f"{what}.{name}")
+            except _Unconvertible as exc:
+                if name in SKIPPABLE_ARGUMENTS and param.default is not param.empty:
+                    self.notes.append(f"{what}: {name}={exc.path} replaced by lasagne_bn's own")
+                    continue
+                raise LegacyNetworkError(
+                    f"{what}: cannot rebuild argument {name!r} from the pickled {exc.path}"
+                ) from None
+        if (
+            "name" in state
+            and "name" not in kwargs
+            and (takes_kwargs or "name" in signature.parameters)
+        ):
+            kwargs["name"] = state["name"]
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise LegacyNetworkError(
+                f"{what}: {cls.__name__}(...) refused the pickled values: {exc}"
+            ) from exc
+
+    def _layer(self, obj: LegacyObject, cls):
+        state = legacy_state(obj)
+        what = f"{obj.legacy_path} {state.get('name')!r}"
+        fixed = {}
+        if "input_layers" in state or "input_shapes" in state:
+            layers = state.get("input_layers") or []
+            shapes = state.get("input_shapes") or []
+            fixed["incomings"] = [
+                self.convert(layer, what) if layer is not None else tuple(shape)
+                for layer, shape in zip(layers, shapes, strict=False)
+            ]
+        elif "input_layer" in state or "input_shape" in state:
+            layer = state.get("input_layer")
+            fixed["incoming"] = (
+                self.convert(layer, what) if layer is not None else tuple(state["input_shape"])
+            )
+        self.memo[id(obj)] = None  # guards against cycles
+        layer = self._construct(cls, state, what, fixed)
+        self._restore_param_order(layer, state, what)
+        return layer
+
+    def _restore_param_order(self, layer, state: dict, what: str) -> None:
+        legacy_params = state.get("params")
+        if not isinstance(legacy_params, Mapping):
+            return
+        mapped = []
+        for param, tags in legacy_params.items():
+            new = self.memo.get(id(param))
+            if new is None:
+                return
+            mapped.append((new, set(tags or ())))
+        if {id(p) for p, _ in mapped} != {id(p) for p in layer.params}:
+            raise LegacyNetworkError(
+                f"{what}: the rebuilt layer has the parameters "
+                f"{[p.name for p in layer.params]}, the pickled one "
+                f"{[getattr(p, 'name', p) for p, _ in mapped]}"
+            )
+        extra = {id(p): tags - {"trainable", "regularizable"} for p, tags in layer.params.items()}
+        layer.params = OrderedDict((p, tags | extra[id(p)]) for p, tags in mapped)
+
+
+class _Unconvertible(Exception):
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+
+
+def contains_layers(obj, _seen=None) -> bool:
+    """Whether an unpickled object holds stand-ins of Lasagne layers (shallowly nested)."""
+    if isinstance(obj, LegacyObject):
+        return obj.legacy_path.startswith("lasagne.layers.")
+    if isinstance(obj, Mapping):
+        return any(contains_layers(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return any(contains_layers(v) for v in obj)
+    return False
+
+
+def warn_notes(notes: list[str]) -> None:
+    if notes:
+        warnings.warn("rebuilt with lasagne_bn defaults: " + "; ".join(notes), stacklevel=3)

@@ -1,0 +1,712 @@
+"""Legacy Lasagne checkpoints: read, check, load into a network, write.
+
+The formats Lasagne users wrote, all read by :func:`read_checkpoint` (the
+format is recognised from the file's first bytes):
+
+``'npz'``
+    ``np.savez(f, *lasagne.layers.get_all_param_values(net))``: arrays
+    ``arr_0 ... arr_N`` (other names are kept, in file order).
+``'pickle'``
+    ``pickle.dump(get_all_param_values(net), f, protocol=2)`` (or any
+    protocol), from Python 2 too (latin-1 NumPy data); also a single
+    ``np.save``\\ d object array holding that list (``'npy'``).
+``'model-zoo'``
+    A pickled dict with the values under ``'param values'``, as the Lasagne
+    model zoo (Recipes) shipped them, with entries such as ``'mean value'``
+    and ``'synset words'`` (kept as :attr:`Checkpoint.extras`).
+``'network'``
+    A pickle of whole Lasagne network objects (``pickle.dump(l_out, f)``),
+    with Theano shared variables (CPU, ``theano.sandbox.cuda`` or
+    ``theano.gpuarray``) inside: rebuilt as a lasagne_bn network.
+
+gzip-compressed files (``model.pkl.gz``) are read too.
+
+Pickles are read with an allow-list (:mod:`compat._pickle`): a pickle that
+names anything else (``os.system``, ``builtins.eval`` ...) is refused with
+:class:`UnsafePickleError` before anything could run; Theano and Lasagne
+need not be installed.  :func:`load_params` checks the count, shape and
+dtype of every array before it changes any parameter, so a failed load
+leaves the network as it was.
+
+Batch-norm statistics: Lasagne files hold ``inv_std``.  Loading into a
+network whose :class:`~lasagne_bn.layers.BatchNormLayer`\\ s store ``var``
+converts them (``stat_storage='inv_std'``, the default, says what the file
+holds); :func:`save_params` writes ``inv_std`` by default, so the files stay
+readable by Lasagne itself.  See :mod:`lasagne_bn.layers.bn_storage`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import pickle
+import re
+import struct
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compat._pickle import (
+    LegacyNetworkError,
+    LegacyObject,
+    Rebuilder,
+    SafeUnpickler,
+    UnsafePickleError,
+    contains_layers,
+    dumps_protocol2,
+    warn_notes,
+)
+
+__all__ = [
+    "FORMATS",
+    "WRITE_FORMATS",
+    "ArrayInfo",
+    "Checkpoint",
+    "LegacyFormatError",
+    "LegacyNetworkError",
+    "UnsafePickleError",
+    "guess_bn_roles",
+    "inspect_checkpoint",
+    "load_network",
+    "load_params",
+    "read_checkpoint",
+    "save_params",
+]
+
+#: Formats :func:`read_checkpoint` recognises.
+FORMATS = ("npz", "npy", "pickle", "model-zoo", "network")
+#: Formats :func:`save_params` writes.
+WRITE_FORMATS = ("npz", "pickle", "model-zoo")
+#: Keys under which pickled dicts hold the parameter values.
+VALUE_KEYS = ("param values", "param_values", "params", "values")
+
+
+class LegacyFormatError(ValueError):
+    """A file that is not (or no longer) a complete checkpoint in a supported format."""
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint file holds.
+
+    Attributes
+    ----------
+    format : str
+        One of :data:`FORMATS`.
+    values : list of numpy.ndarray
+        The parameter values, in the network's ``get_all_params`` order.
+    names : list of str
+        A name per value: ``arr_<i>`` (npz), the dict key, the parameter
+        name (pickled networks), or ``'[i]'``.
+    extras : dict
+        Model-zoo entries besides the values (``'mean value'`` ...).
+    network : object or None
+        For ``'network'`` files: the rebuilt lasagne_bn layer (or whatever
+        structure of layers was pickled).
+    source : str
+        The path (or ``'<file object>'``).
+    """
+
+    format: str
+    values: list
+    names: list = field(default_factory=list)
+    extras: dict = field(default_factory=dict)
+    network: object = None
+    source: str = ""
+
+
+# --------------------------------------------------------------------------
+# reading
+
+
+def _read_source(source) -> tuple[bytes, str]:
+    if isinstance(source, str | os.PathLike):
+        path = os.fspath(source)
+        try:
+            with open(path, "rb") as f:
+                return f.read(), path
+        except IsADirectoryError:
+            raise LegacyFormatError(f"{path!r} is a directory, not a checkpoint file") from None
+    if hasattr(source, "read"):
+        data = source.read()
+        if not isinstance(data, bytes):
+            raise TypeError("source must be opened in binary mode ('rb')")
+        return data, getattr(source, "name", "<file object>")
+    raise TypeError(
+        f"source={source!r} ({type(source).__name__}) must be a path or a binary file object"
+    )
+
+
+def _sniff(data: bytes) -> str:
+    if data[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "npz"
+    if data[:6] == b"\x93NUMPY":
+        return "npy"
+    if data[:2] == b"\x1f\x8b":
+        return "gzip"
+    return "pickle"
+
+
+def _unpickle(data: bytes, where: str, classes) -> object:
+    try:
+        return SafeUnpickler(io.BytesIO(data), classes=classes).load()
+    except UnsafePickleError:
+        raise
+    except (
+        EOFError,
+        pickle.UnpicklingError,
+        struct.error,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        MemoryError,
+        UnicodeDecodeError,
+    ) as exc:
+        raise LegacyFormatError(
+            f"{where} is truncated or not a pickle ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _read_npy(data: bytes, where: str, classes) -> np.ndarray:
+    fp = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+    except (ValueError, EOFError, SyntaxError) as exc:
+        raise LegacyFormatError(f"{where} has no valid .npy header ({exc})") from None
+    if dtype.hasobject:
+        array = _unpickle(data[fp.tell() :], where, classes)
+        if not isinstance(array, np.ndarray):
+            raise LegacyFormatError(f"{where} holds a {type(array).__name__}, not an array")
+        return array
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = data[fp.tell() : fp.tell() + count * dtype.itemsize]
+    if len(raw) != count * dtype.itemsize:
+        raise LegacyFormatError(
+            f"{where} is truncated: {len(raw)} of {count * dtype.itemsize} bytes of a "
+            f"{dtype} array of shape {shape}"
+        )
+    array = np.frombuffer(raw, dtype=dtype).copy()
+    return array.reshape(shape, order="F" if fortran else "C")
+
+
+_ARR = re.compile(r"arr_(\d+)\Z")
+
+
+def _read_npz(data: bytes, where: str, classes) -> tuple[list, list]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = [m for m in archive.namelist() if m.endswith(".npy")]
+        arrays = {
+            m[:-4]: _read_npy(archive.read(m), f"{where}[{m[:-4]}]", classes) for m in members
+        }
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
+        if isinstance(exc, LegacyFormatError | UnsafePickleError):
+            raise
+        raise LegacyFormatError(f"{where} is truncated or not an .npz file ({exc})") from None
+    names = list(arrays)
+    numbered = [_ARR.match(n) for n in names]
+    if names and all(numbered):
+        order = sorted(int(m.group(1)) for m in numbered)
+        if order != list(range(len(order))):
+            missing = sorted(set(range(order[-1] + 1)) - set(order))
+            raise LegacyFormatError(
+                f"{where} holds arr_0 .. arr_{order[-1]} with arr_{missing[0]} missing"
+            )
+        names = [f"arr_{i}" for i in order]
+    return [arrays[n] for n in names], names
+
+
+def _as_values(obj, where: str) -> list | None:
+    """``obj`` as a list of arrays, or None if it is not a sequence of arrays."""
+    if isinstance(obj, np.ndarray) and obj.dtype.hasobject and obj.ndim == 1:
+        obj = list(obj)
+    if not isinstance(obj, list | tuple):
+        return None
+    values = []
+    for i, value in enumerate(obj):
+        if isinstance(value, np.ndarray | np.generic | int | float | complex):
+            value = np.asarray(value)
+            if value.dtype.hasobject:
+                raise LegacyFormatError(f"{where}: value {i} is an object array, not numbers")
+            values.append(value)
+        else:
+            raise LegacyFormatError(
+                f"{where}: value {i} is a {type(value).__name__}, not an array"
+            )
+    return values
+
+
+def _interpret(obj, where: str, classes) -> Checkpoint:
+    """Recognise what an unpickled object is."""
+    if contains_layers(obj):
+        rebuilder = Rebuilder(classes)
+        network = rebuilder.convert(obj, "network")
+        warn_notes(rebuilder.notes)
+        from lasagne_bn.layers import get_all_params
+
+        layers = _find_layers(network)
+        params = get_all_params(layers) if layers else []
+        return Checkpoint(
+            "network",
+            [np.array(p.get_value()) for p in params],
+            [str(p.name) for p in params],
+            network=network,
+        )
+    if isinstance(obj, Mapping):
+        for key in VALUE_KEYS:
+            if key in obj:
+                values = _as_values(obj[key], f"{where}[{key!r}]")
+                if values is None:
+                    raise LegacyFormatError(
+                        f"{where}[{key!r}] is a {type(obj[key]).__name__}, not a list of arrays"
+                    )
+                extras = {k: v for k, v in obj.items() if k != key}
+                if any(isinstance(v, LegacyObject) for v in extras.values()):
+                    raise LegacyFormatError(
+                        f"{where} holds Theano/Lasagne objects besides {key!r}"
+                    )
+                return Checkpoint(
+                    "model-zoo", values, [f"{key}[{i}]" for i in range(len(values))], extras
+                )
+        if obj and all(isinstance(v, np.ndarray) for v in obj.values()):
+            return Checkpoint("pickle", list(obj.values()), [str(k) for k in obj])
+        keys = ", ".join(repr(k) for k in list(obj)[:5])
+        raise LegacyFormatError(
+            f"{where} holds a dict with keys {keys}; expected the values under one of "
+            f"{', '.join(map(repr, VALUE_KEYS))}"
+        )
+    values = _as_values(obj, where)
+    if values is None:
+        raise LegacyFormatError(
+            f"{where} holds a {type(obj).__name__}; expected a list of arrays, a dict with "
+            "'param values', or Lasagne layers"
+        )
+    return Checkpoint("pickle", values, [f"[{i}]" for i in range(len(values))])
+
+
+def _find_layers(obj) -> list:
+    from lasagne_bn.layers import Layer
+
+    if isinstance(obj, Layer):
+        return [obj]
+    if isinstance(obj, Mapping):
+        obj = list(obj.values())
+    if isinstance(obj, list | tuple):
+        found = []
+        for item in obj:
+            found.extend(layer for layer in _find_layers(item) if layer not in found)
+        return found
+    return []
+
+
+def read_checkpoint(source, *, classes: Mapping | None = None) -> Checkpoint:
+    """Read a legacy checkpoint file (any of :data:`FORMATS`, gzipped or not).
+
+    Parameters
+    ----------
+    source : str, os.PathLike or binary file
+    classes : mapping, optional
+        ``'module.Name' -> class`` entries to trust when unpickling: your
+        own layer classes in pickled networks (rebuilt like Lasagne's).
+
+    Raises
+    ------
+    LegacyFormatError
+        For an empty, truncated or corrupt file, or one that holds something
+        else than parameter values or layers.
+    UnsafePickleError
+        If a pickle names a global off the allow-list (nothing was run).
+    """
+    data, where = _read_source(source)
+    kind = _sniff(data)
+    if kind == "gzip":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise LegacyFormatError(
+                f"{where} is a truncated or corrupt gzip file ({exc})"
+            ) from None
+        kind = _sniff(data)
+    if not data:
+        raise LegacyFormatError(f"{where} is empty")
+    if kind == "npz":
+        values, names = _read_npz(data, where, classes)
+        checkpoint = Checkpoint("npz", values, names)
+    elif kind == "npy":
+        array = _read_npy(data, where, classes)
+        values = _as_values(array, where) if array.dtype.hasobject else [array]
+        checkpoint = Checkpoint("npy", values, [f"[{i}]" for i in range(len(values))])
+    else:
+        checkpoint = _interpret(_unpickle(data, where, classes), where, classes)
+    checkpoint.source = where
+    return checkpoint
+
+
+def load_network(source, *, classes: Mapping | None = None):
+    """Rebuild a pickled Lasagne network as a lasagne_bn network.
+
+    Returns what was pickled (usually the output layer; a list or dict of
+    layers stays a list or dict), with every Lasagne layer rebuilt by the
+    lasagne_bn class of the same name from its pickled attributes and
+    parameter values.  Tied parameters stay tied; parameters keep their
+    order and tags.
+
+    Raises
+    ------
+    LegacyFormatError
+        If the file holds parameter values only (build the network and use
+        :func:`load_params`), or is not a readable pickle.
+    LegacyNetworkError
+        If a layer cannot be rebuilt (a layer class lasagne_bn lacks...).
+    UnsafePickleError
+        If the pickle names a global off the allow-list.
+    """
+    checkpoint = read_checkpoint(source, classes=classes)
+    if checkpoint.format != "network":
+        raise LegacyFormatError(
+            f"{checkpoint.source} holds parameter values ({checkpoint.format} format), not a "
+            "network: build the network and use compat.io.load_params"
+        )
+    return checkpoint.network
+
+
+# --------------------------------------------------------------------------
+# loading into a network
+
+
+def _match_by_name(params, checkpoint: Checkpoint):
+    """Values reordered to ``params`` when the file's names are exactly the parameter names."""
+    names = [p.name for p in params]
+    if checkpoint.format not in ("npz", "pickle") or any(n is None for n in names):
+        return None
+    if len(set(names)) != len(names) or set(names) != set(checkpoint.names):
+        return None
+    if names == list(checkpoint.names):
+        return None
+    by_name = dict(zip(checkpoint.names, checkpoint.values, strict=True))
+    return [by_name[n] for n in names]
+
+
+def _check_value(i: int, param, value: np.ndarray, allow_downcast: bool) -> np.ndarray:
+    have = param.get_value(borrow=True)
+    if value.shape != have.shape:
+        raise ValueError(
+            f"value {i} has shape {value.shape} but parameter {i} ({param.name}) has shape "
+            f"{have.shape}; no parameter was changed"
+        )
+    target = np.dtype(param.dtype)
+    if value.dtype.kind not in "biuf":
+        raise TypeError(
+            f"value {i} has dtype {value.dtype}; parameter {i} ({param.name}) holds {target}; "
+            "no parameter was changed"
+        )
+    if not np.can_cast(value.dtype, target, "safe") and not allow_downcast:
+        raise TypeError(
+            f"value {i} has dtype {value.dtype}, which parameter {i} ({param.name}, {target}) "
+            "cannot hold without loss; pass allow_downcast=True to cast it; no parameter was "
+            "changed"
+        )
+    return value.astype(target, copy=False)
+
+
+def load_params(
+    network,
+    source,
+    *,
+    stat_storage: str = "inv_std",
+    epsilon: float | None = None,
+    allow_downcast: bool = False,
+    classes: Mapping | None = None,
+    **tags,
+) -> Checkpoint:
+    """Load a checkpoint's parameter values into ``network``, all or nothing.
+
+    The values go to ``get_all_params(network, **tags)`` in order (for an
+    ``.npz`` or pickled dict whose names are exactly the parameter names,
+    by name).  Before any parameter changes, every value is checked: the
+    count, each shape, each dtype (a lossy cast needs
+    ``allow_downcast=True``), and the batch-norm statistics (converted to
+    what each :class:`BatchNormLayer` stores).  Any problem raises and
+    leaves every parameter as it was.
+
+    Parameters
+    ----------
+    network : Layer or list of Layer
+        The network to load into (lasagne_bn layers, or layers built
+        through ``compat.install()``'s ``lasagne`` names).
+    source : path or binary file
+        Any format :func:`read_checkpoint` reads (a pickled network
+        contributes its parameter values).
+    stat_storage : 'inv_std' or 'var'
+        What the file's batch-norm statistics are: ``'inv_std'`` for every
+        Lasagne file; ``'var'`` for files saved with ``stat_storage='var'``.
+    epsilon : float, optional
+        Epsilon for the conversion instead of each layer's own.
+    allow_downcast : bool
+        Allow lossy dtype casts (float64 values into float32 parameters).
+    classes : mapping, optional
+        See :func:`read_checkpoint`.
+    **tags
+        Filter the parameters as ``get_all_params`` does (they must be the
+        ones the file was saved with).
+
+    Returns
+    -------
+    Checkpoint
+        What was read (values as in the file).
+
+    Raises
+    ------
+    ValueError
+        Wrong count or shape, or statistics that cannot be converted
+        (:class:`LegacyFormatError` / :class:`UnsafePickleError` for the
+        file itself).
+    TypeError
+        A value whose dtype the parameter cannot hold.
+    """
+    from lasagne_bn.layers import get_all_params, set_all_param_values
+    from lasagne_bn.layers.bn_storage import convert_param_values
+
+    if stat_storage not in ("inv_std", "var"):
+        raise ValueError(
+            f"stat_storage={stat_storage!r} is not known: expected 'inv_std' (Lasagne files) "
+            "or 'var'"
+        )
+    params = get_all_params(network, **tags)
+    checkpoint = read_checkpoint(source, classes=classes)
+    values = _match_by_name(params, checkpoint) or list(checkpoint.values)
+    if len(values) != len(params):
+        names = ", ".join(str(p.name) for p in params)
+        raise ValueError(
+            f"{checkpoint.source} holds {len(values)} arrays but the network has "
+            f"{len(params)} parameters ({names}); no parameter was changed"
+        )
+    checked = [
+        _check_value(i, p, np.asarray(v), allow_downcast)
+        for i, (p, v) in enumerate(zip(params, values, strict=True))
+    ]
+    try:
+        converted = convert_param_values(
+            network, checked, from_storage=stat_storage, epsilon=epsilon, **tags
+        )
+    except ValueError as exc:
+        raise ValueError(f"{checkpoint.source}: {exc}; no parameter was changed") from exc
+    converted = [np.asarray(v, dtype=p.dtype) for p, v in zip(params, converted, strict=True)]
+    set_all_param_values(network, converted, **tags)
+    return checkpoint
+
+
+# --------------------------------------------------------------------------
+# writing
+
+
+def _atomic_write(path, data_writer) -> None:
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            data_writer(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_params(
+    network,
+    path,
+    format: str = "npz",
+    *,
+    stat_storage: str | None = "inv_std",
+    extras: Mapping | None = None,
+    epsilon: float | None = None,
+    **tags,
+) -> None:
+    """Write ``network``'s parameter values in a legacy format.
+
+    Parameters
+    ----------
+    network : Layer or list of Layer
+    path : str or os.PathLike
+        Written as given (no ``.npz`` is appended); replaced atomically.
+    format : 'npz', 'pickle' or 'model-zoo'
+        ``np.savez(f, *values)``; a protocol-2 pickle of the list; or a
+        protocol-2 pickle of ``{'param values': values, **extras}``.  The
+        pickles name NumPy 1.x's modules, so Python 2 and old NumPy load
+        them with a plain ``pickle.load``.
+    stat_storage : 'inv_std', 'var' or None
+        How batch-norm statistics are written: ``'inv_std'`` (default,
+        Lasagne's, readable by Lasagne), ``'var'``, or None (as each layer
+        stores them).
+    extras : mapping, optional
+        Model-zoo entries besides the values (``{'mean value': ...,
+        'synset words': [...]}``); only with ``format='model-zoo'``.
+    epsilon : float, optional
+        Epsilon for the conversion instead of each layer's own.
+    **tags
+        Filter the parameters as ``get_all_params`` does.
+    """
+    from lasagne_bn.layers import get_all_param_values
+    from lasagne_bn.layers.bn_storage import convert_param_values
+
+    if format not in WRITE_FORMATS:
+        raise ValueError(
+            f"format={format!r} is not a format save_params writes: expected one of "
+            f"{', '.join(map(repr, WRITE_FORMATS))}"
+        )
+    if extras is not None and format != "model-zoo":
+        raise ValueError(f"extras are only written with format='model-zoo', not {format!r}")
+    if stat_storage not in ("inv_std", "var", None):
+        raise ValueError(
+            f"stat_storage={stat_storage!r} is not known: expected 'inv_std', 'var' or None"
+        )
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path={path!r} must be a str or os.PathLike")
+    values = convert_param_values(
+        network,
+        get_all_param_values(network, **tags),
+        to_storage=stat_storage,
+        epsilon=epsilon,
+        **tags,
+    )
+    values = [np.asarray(v) for v in values]
+    if format == "npz":
+        _atomic_write(path, lambda f: np.savez(f, *values))
+        return
+    if format == "pickle":
+        payload = dumps_protocol2(values)
+    else:
+        extras = dict(extras or {})
+        if "param values" in extras:
+            raise ValueError("extras must not contain 'param values' (the values go there)")
+        payload = dumps_protocol2({"param values": values, **extras})
+    _atomic_write(path, lambda f: f.write(payload))
+
+
+# --------------------------------------------------------------------------
+# inspecting
+
+
+@dataclass
+class ArrayInfo:
+    """One array of a checkpoint, as :func:`inspect_checkpoint` reports it."""
+
+    index: int
+    name: str
+    shape: tuple
+    dtype: str
+    min: float | None
+    max: float | None
+    role: str | None
+
+
+_NAMED_ROLES = {
+    "beta": "bn beta",
+    "gamma": "bn gamma",
+    "mean": "bn mean",
+    "inv_std": "bn inv_std",
+    "var": "bn var",
+}
+
+
+def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list[str | None]:
+    """Which arrays look like a BatchNormLayer's parameters (``'bn beta'`` ... or None).
+
+    The heuristic, for values in ``get_all_params`` order:
+
+    1. Named parameters (pickled networks, named files): names ending in
+       ``.mean``, ``.inv_std`` or ``.var`` (or exactly ``mean``...) whose
+       layer also has a ``.mean``, and that layer's ``.beta`` / ``.gamma``.
+    2. Otherwise by position: a BatchNormLayer contributes ``beta, gamma,
+       mean, inv_std`` (``beta`` or ``gamma`` left out when the layer has
+       none), all of one shape, next to each other; arrays around them
+       (weights) have other shapes.  A run of 4 consecutive arrays of one
+       shape whose last is all finite and > 0 is taken as ``beta, gamma,
+       mean, statistic``; a run of exactly 3 as ``beta or gamma, mean,
+       statistic``.  Longer runs are split into fours from the start.
+
+    The statistic is called ``inv_std or var``: the values do not tell them
+    apart (Lasagne files hold ``inv_std``).
+    """
+    n = len(values)
+    roles: list[str | None] = [None] * n
+    if names is not None and len(names) == n:
+        groups: dict[str, dict[str, int]] = {}
+        for i, name in enumerate(names):
+            prefix, _, last = str(name).rpartition(".")
+            if last in _NAMED_ROLES:
+                groups.setdefault(prefix, {})[last] = i
+        named = False
+        for group in groups.values():
+            if "mean" in group and ("inv_std" in group or "var" in group):
+                for last, i in group.items():
+                    roles[i] = _NAMED_ROLES[last]
+                named = True
+        if named:
+            return roles
+    shapes = [np.shape(v) for v in values]
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and shapes[j + 1] == shapes[i]:
+            j += 1
+        run = j - i + 1
+        if shapes[i] != () and run >= 3:
+            chunks = [(s, min(4, j - s + 1)) for s in range(i, j + 1, 4)]
+            for start, size in chunks:
+                stat = np.asarray(values[start + size - 1])
+                positive = stat.dtype.kind == "f" and bool(np.all(np.isfinite(stat) & (stat > 0)))
+                if size == 4 and positive:
+                    labels = ["bn beta", "bn gamma", "bn mean", "bn inv_std or var"]
+                elif size == 3 and run == 3 and positive:
+                    labels = ["bn beta or gamma", "bn mean", "bn inv_std or var"]
+                else:
+                    continue
+                roles[start : start + size] = labels
+        i = j + 1
+    return roles
+
+
+def inspect_checkpoint(source, *, classes: Mapping | None = None) -> tuple[Checkpoint, list]:
+    """Read a checkpoint and describe each array (see :func:`guess_bn_roles`).
+
+    Returns ``(checkpoint, [ArrayInfo, ...])``.
+    """
+    checkpoint = read_checkpoint(source, classes=classes)
+    names = checkpoint.names if checkpoint.format == "network" else None
+    if (
+        names is None
+        and checkpoint.format == "npz"
+        and not all(_ARR.match(n) for n in checkpoint.names)
+    ):
+        names = checkpoint.names
+    roles = guess_bn_roles(checkpoint.values, names)
+    infos = []
+    for i, (value, name, role) in enumerate(
+        zip(checkpoint.values, checkpoint.names, roles, strict=True)
+    ):
+        finite = value.dtype.kind in "biuf" and value.size
+        infos.append(
+            ArrayInfo(
+                i,
+                name,
+                tuple(value.shape),
+                str(value.dtype),
+                float(np.min(value)) if finite else None,
+                float(np.max(value)) if finite else None,
+                role,
+            )
+        )
+    return checkpoint, infos
