@@ -75,6 +75,7 @@ __all__ = [
     "load_params",
     "read_checkpoint",
     "save_params",
+    "write_values",
 ]
 
 #: Formats :func:`read_checkpoint` recognises.
@@ -581,6 +582,24 @@ def save_params(
         epsilon=epsilon,
         **tags,
     )
+    write_values(path, values, format, extras=extras)
+
+
+def write_values(path, values: Sequence, format: str = "npz", *, extras=None) -> None:
+    """Write a list of arrays in a legacy format (what :func:`save_params` does for a network).
+
+    Parameters are as for :func:`save_params`; ``values`` are written as
+    given (no batch-norm conversion).
+    """
+    if format not in WRITE_FORMATS:
+        raise ValueError(
+            f"format={format!r} is not a format write_values writes: expected one of "
+            f"{', '.join(map(repr, WRITE_FORMATS))}"
+        )
+    if extras is not None and format != "model-zoo":
+        raise ValueError(f"extras are only written with format='model-zoo', not {format!r}")
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path={path!r} must be a str or os.PathLike")
     values = [np.asarray(v) for v in values]
     if format == "npz":
         _atomic_write(path, lambda f: np.savez(f, *values))

@@ -1,0 +1,223 @@
+"""``lasagne-bn run / convert / inspect``, registered through the lasagne_bn.commands group."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+from legacy_helpers import DATA, QUIET, run_cli
+
+import compat
+import compat.io as cio
+import lasagne_bn.cli as cli
+from compat import cli as compat_cli
+
+pytestmark = QUIET
+ORACLE = DATA / "compat_oracle"
+REGISTRARS = [compat_cli.register_run, compat_cli.register_convert, compat_cli.register_inspect]
+
+
+class _EntryPoint:
+    def __init__(self, func):
+        self.func = func
+
+    def load(self):
+        return self.func
+
+
+@pytest.fixture
+def lasagne_bn_cmd(monkeypatch, capsys):
+    """``lasagne-bn ARGS`` in this process -> (exit status, stdout, stderr)."""
+    monkeypatch.setattr(
+        cli,
+        "BUILTIN_COMMANDS",
+        {k: v for k, v in cli.BUILTIN_COMMANDS.items() if _importable(v)},
+    )
+    monkeypatch.setattr(cli, "entry_points", lambda group: [_EntryPoint(f) for f in REGISTRARS])
+
+    def run(*args):
+        try:
+            status = cli.main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's own errors and --help
+            status = exc.code
+        out = capsys.readouterr()
+        return status, out.out, out.err
+
+    yield run
+    compat.uninstall()
+
+
+def _importable(spec: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(spec.partition(":")[0]) is not None
+
+
+@pytest.mark.parametrize("command", ["run", "convert", "inspect"])
+def test_help_has_an_example(lasagne_bn_cmd, command):
+    status, out, _ = lasagne_bn_cmd(command, "--help")
+    assert status == 0
+    assert f"lasagne-bn {command} " in out.split("Example")[1]
+
+
+def test_inspect(lasagne_bn_cmd):
+    status, out, err = lasagne_bn_cmd("inspect", ORACLE / "mlp_params.npz")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert "npz (np.savez of get_all_param_values), 7 arrays, 68 values" in lines[0]
+    assert lines[1].split() == ["#", "name", "shape", "dtype", "min", "max", "looks", "like"]
+    assert lines[6].split()[:4] == ["4", "arr_4", "(5,)", "float32"]
+    assert lines[6].endswith("bn inv_std or var")
+    assert "statistics are arrays 4" in lines[-1]
+    status, out, _ = lasagne_bn_cmd("inspect", ORACLE / "mlp_modelzoo.pkl")
+    assert "extra 'synset words': list of 3" in out
+    status, out, _ = lasagne_bn_cmd("inspect", ORACLE / "mlp_p2.pkl.gz")
+    assert "layers: InputLayer 'in', DenseLayer 'fc', BatchNormLayer 'fc_bn'" in out
+    assert "fc_bn.inv_std" in out
+
+
+def test_user_errors_are_one_line_with_status_2(lasagne_bn_cmd, tmp_path):
+    evil = tmp_path / "evil.pkl"
+    evil.write_bytes(pickle.dumps(os.system))
+    cases = [
+        (("inspect", tmp_path / "missing.npz"), "no such file"),
+        (("inspect", evil), "refers to posix.system"),
+        (("run", tmp_path / "missing.py"), "no such script"),
+        (("run", "-m", "no_such_module_here"), "no module named"),
+        (("convert", ORACLE / "mlp_params.npz", tmp_path / "o.npz", "--to", "var"), "--guess"),
+        (("convert", ORACLE / "mlp_params.npz", tmp_path / "o.xyz"), "pass --format"),
+        (("convert", ORACLE / "mlp_params.npz", tmp_path / "o.npz", "--guess"), "need --to"),
+        (
+            (
+                "convert",
+                ORACLE / "mlp_params.npz",
+                tmp_path / "o.npz",
+                "--to",
+                "var",
+                "--stats",
+                "9",
+            ),
+            "indices must be in 0..6",
+        ),  # fmt: skip
+        (
+            (
+                "convert",
+                ORACLE / "mlp_params.npz",
+                tmp_path / "o.npz",
+                "--to",
+                "var",
+                "--stats",
+                "0",
+            ),
+            "array 0: inv_std holds",
+        ),  # fmt: skip
+        (
+            ("convert", ORACLE / "mlp_p2.pkl.gz", tmp_path / "o.npz", "--to", "var", "--guess"),
+            "needs no --network",
+        ),  # fmt: skip
+        (
+            (
+                "convert",
+                ORACLE / "mlp_params.npz",
+                tmp_path / "o.npz",
+                "--to",
+                "var",
+                "--network",
+                "nofile.py:build",
+            ),
+            "no such file",
+        ),  # fmt: skip
+    ]
+    for args, message in cases:
+        status, out, err = lasagne_bn_cmd(*args)
+        assert status == 2, (args, out, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith(f"lasagne-bn {args[0]}: error: ")
+        assert message in err, (message, err)
+    assert not list(tmp_path.glob("o.*"))
+
+
+def test_convert_guess_and_back(lasagne_bn_cmd, tmp_path):
+    out_var = tmp_path / "var.npz"
+    status, out, err = lasagne_bn_cmd(
+        "convert", ORACLE / "mlp_params.npz", out_var, "--to", "var", "--guess"
+    )
+    assert status == 0, err
+    assert "arrays 4 converted inv_std -> var (epsilon 0.0001)" in out
+    original = cio.read_checkpoint(ORACLE / "mlp_params.npz").values
+    converted = cio.read_checkpoint(out_var).values
+    np.testing.assert_allclose(converted[4], 1 / original[4].astype(float) ** 2 - 1e-4, rtol=1e-6)
+    for i in (0, 1, 2, 3, 5, 6):
+        np.testing.assert_array_equal(converted[i], original[i])
+    back = tmp_path / "back.pkl"
+    status, out, _ = lasagne_bn_cmd("convert", out_var, back, "--to", "inv_std", "--stats", "4")
+    assert status == 0 and "var -> inv_std" in out
+    for a, b in zip(cio.read_checkpoint(back).values, original, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_convert_model_zoo_and_network(lasagne_bn_cmd, tmp_path):
+    zoo = tmp_path / "zoo.pkl"
+    status, out, _ = lasagne_bn_cmd(
+        "convert", ORACLE / "mlp_modelzoo.pkl", zoo, "--to", "var", "--epsilon", "1e-3", "--guess"
+    )
+    assert status == 0 and "epsilon 0.001" in out
+    checkpoint = cio.read_checkpoint(zoo)
+    assert checkpoint.format == "model-zoo" and checkpoint.extras["synset words"][0] == "cat"
+    net_npz = tmp_path / "net.npz"
+    status, out, _ = lasagne_bn_cmd("convert", ORACLE / "mlp_p2.pkl.gz", net_npz, "--to", "var")
+    assert status == 0 and "(each layer's epsilon)" in out
+    plain = tmp_path / "plain.pkl"
+    status, out, _ = lasagne_bn_cmd("convert", ORACLE / "mlp_p2.pkl.gz", plain)
+    assert status == 0 and "converted" not in out
+    assert cio.read_checkpoint(plain).format == "pickle"
+
+
+def test_convert_with_a_legacy_network_description(lasagne_bn_cmd, tmp_path):
+    """--network runs legacy build code (theano/lasagne names) to find the statistics."""
+    build = tmp_path / "build.py"
+    build.write_text(
+        "import lasagne\n"
+        "from lasagne.layers import InputLayer, DenseLayer, DropoutLayer, batch_norm\n"
+        "def build_network():\n"
+        "    l = InputLayer((None, 6))\n"
+        "    l = batch_norm(DenseLayer(l, 5, name='fc'), epsilon=1e-3)\n"
+        "    l = DropoutLayer(l, p=0.5)\n"
+        "    return DenseLayer(l, 3, nonlinearity=lasagne.nonlinearities.softmax)\n"
+    )
+    out_path = tmp_path / "out.npz"
+    status, out, err = lasagne_bn_cmd(
+        "convert", ORACLE / "mlp_params.npz", out_path, "--to", "var",
+        "--network", f"{build}:build_network",
+    )  # fmt: skip
+    assert status == 0, err
+    original = cio.read_checkpoint(ORACLE / "mlp_params.npz").values
+    np.testing.assert_allclose(
+        cio.read_checkpoint(out_path).values[4],
+        1 / original[4].astype(float) ** 2 - 1e-3,
+        rtol=1e-6,
+    )
+
+
+def test_run_returns_the_script_status(lasagne_bn_cmd, tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text(
+        "import sys, theano\n"
+        "print(theano.config.floatX, sys.argv[1:])\n"
+        "sys.exit(int(sys.argv[1]))\n"
+    )
+    status, out, _ = lasagne_bn_cmd("run", "--theano-flags", "", script, "3", "--x")
+    assert status == 3
+    assert "['3', '--x']" in out
+
+
+def test_entry_points_in_a_fresh_process(tmp_path):
+    """What the installed ``lasagne-bn`` does: find the subcommands by entry point."""
+    proc = run_cli(["inspect", ORACLE / "mlp_params_p2.pkl"], tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "pickle (a pickled list of arrays), 7 arrays" in proc.stdout
+    proc = run_cli(["inspect", tmp_path / "nope"], tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"lasagne-bn inspect: error: no such file: '{tmp_path / 'nope'}'"
