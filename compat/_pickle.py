@@ -496,6 +496,12 @@ def _elemwise_targets() -> dict:
         "Exp": pt.exp,
         "Abs": pt.abs,
         "Identity": identity,
+        # merge functions of ElemwiseMergeLayer (T.add, T.mul, T.maximum ...)
+        "Add": pt.add,
+        "Mul": pt.mul,
+        "Sub": pt.sub,
+        "Maximum": pt.maximum,
+        "Minimum": pt.minimum,
     }
 
 

@@ -523,3 +523,49 @@ def test_guess_bn_roles_heuristic():
     assert cio.guess_bn_roles([W, v, v]) == [None] * 3
     named = cio.guess_bn_roles([W, v, v], ["a.W", "bn.mean", "bn.var"])
     assert named == [None, "bn mean", "bn var"]
+
+
+def test_rebuilder_maps_theano_functions_and_merge_layers():
+    """Stand-ins as the unpickler makes them: T.mul as a merge function, a leaky rectifier."""
+    from compat._pickle import Rebuilder, stand_in
+
+    def obj(path, **state):
+        o = stand_in(path)()
+        o.__setstate__(state)
+        return o
+
+    l_in = obj("lasagne.layers.input.InputLayer", shape=(None, 3), input_var=None, name="in")
+    mul = obj("theano.tensor.elemwise.Elemwise", scalar_op=obj("theano.scalar.basic.Mul"))
+    leaky = obj("lasagne.nonlinearities.LeakyRectify", leakiness=0.2)
+    act = obj(
+        "lasagne.layers.special.NonlinearityLayer",
+        input_layer=l_in, input_shape=(None, 3), nonlinearity=leaky, name="act",
+    )  # fmt: skip
+    merged = obj(
+        "lasagne.layers.merge.ElemwiseMergeLayer",
+        input_layers=[l_in, act], input_shapes=[(None, 3), (None, 3)], merge_function=mul,
+        cropping=None, name="prod",
+    )  # fmt: skip
+    relu = obj(
+        "lasagne.layers.special.NonlinearityLayer",
+        input_layer=merged, input_shape=(None, 3), name="relu",
+        nonlinearity=stand_in("theano.tensor.nnet.nnet.relu"),
+    )  # fmt: skip
+    net = Rebuilder().convert(relu)
+    layers = get_all_layers(net)
+    assert [layer.name for layer in layers] == ["in", "act", "prod", "relu"]
+    assert layers[1].nonlinearity.leakiness == 0.2
+    assert layers[2].input_layers == [layers[0], layers[1]]
+    x = np.array([[-2.0, 1.0, 3.0]])
+    f = pytensor.function([layers[0].input_var], get_output(net), mode="FAST_COMPILE")
+    np.testing.assert_allclose(f(x), np.maximum(x * np.where(x > 0, x, 0.2 * x), 0))
+    with pytest.raises(cio.LegacyNetworkError, match="cannot rebuild argument 'nonlinearity'"):
+        Rebuilder().convert(
+            obj(
+                "lasagne.layers.special.NonlinearityLayer",
+                input_layer=None,
+                input_shape=(None, 3),
+                name="x",
+                nonlinearity=stand_in("theano.tensor.basic.some_unknown_function"),
+            )  # fmt: skip
+        )
