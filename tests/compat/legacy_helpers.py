@@ -25,6 +25,7 @@ DATA = ROOT / "tests" / "data"
 QUIET = [
     pytest.mark.filterwarnings("ignore:Cannot cache compiled function"),
     pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS installation"),
+    pytest.mark.filterwarnings("ignore:np.dot\\(\\) is faster on contiguous arrays"),
 ]
 
 
