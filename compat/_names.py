@@ -57,21 +57,21 @@ def missing_names(
     table : mapping
         Legacy name -> what to use instead.
     fallback : callable, optional
-        Called first with any name not in ``table``: returns the attribute
-        (a lazily imported submodule, say), or raises ``LookupError`` when
-        it has none; such names then give an ``AttributeError`` that points
-        to the guide.
+        Called first with the name: returns the attribute (a lazily imported
+        submodule, say), or raises ``LookupError`` when it has none (or
+        cannot provide it here); then ``table`` explains the name, or an
+        ``AttributeError`` points to the guide.
     """
 
     def __getattr__(name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        advice = table.get(name)
-        if advice is None and fallback is not None:
+        if fallback is not None:
             try:
                 return fallback(name)
             except LookupError:
                 pass
+        advice = table.get(name)
         if advice is None:
             message = (
                 f"module {module_name!r} has no attribute {name!r} in lasagne_bn's "

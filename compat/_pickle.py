@@ -516,9 +516,20 @@ def _class_targets() -> dict:
     return table
 
 
-#: Constructor arguments that may be dropped (the lasagne_bn default is the
-#: same thing) when their legacy value is a Theano function.
+#: Constructor arguments that may be dropped (lasagne_bn's default then
+#: applies) when their legacy value is a Theano function; a note says so.
 SKIPPABLE_ARGUMENTS = frozenset({"convolution", "merge_function"})
+
+#: Legacy values of those arguments that *are* lasagne_bn's default (no note).
+DEFAULT_EQUIVALENTS = {
+    "convolution": frozenset(
+        {
+            "theano.tensor.nnet.conv2d",
+            "theano.tensor.nnet.abstract_conv.conv2d",
+            "lasagne.theano_extensions.conv.conv1d_mc0",
+        }
+    ),
+}
 
 
 def _layer_class(path: str):
@@ -659,7 +670,10 @@ class Rebuilder:
                 kwargs[name] = self.convert(state[name], f"{what}.{name}")
             except _Unconvertible as exc:
                 if name in SKIPPABLE_ARGUMENTS and param.default is not param.empty:
-                    self.notes.append(f"{what}: {name}={exc.path} replaced by lasagne_bn's own")
+                    if exc.path not in DEFAULT_EQUIVALENTS.get(name, ()):
+                        self.notes.append(
+                            f"{what}: {name}={exc.path} replaced by lasagne_bn's default"
+                        )
                     continue
                 raise LegacyNetworkError(
                     f"{what}: cannot rebuild argument {name!r} from the pickled {exc.path}"

@@ -8,6 +8,9 @@ what to use instead.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
 from compat._finder import GONE
 from compat._names import missing_names
 from lasagne_bn import layers as _layers
@@ -79,4 +82,15 @@ _MISSING = {
     },
 }
 
-__getattr__ = missing_names("lasagne.layers", _MISSING)
+
+def _submodule(name: str):
+    """``lasagne.layers.<name>`` for any submodule lasagne_bn.layers has (conv, pool ...)."""
+    module_name = f"lasagne_bn.layers.{name}"
+    if not name.isidentifier() or importlib.util.find_spec(module_name) is None:
+        raise KeyError(name)
+    module = importlib.import_module(module_name)
+    globals()[name] = module
+    return module
+
+
+__getattr__ = missing_names("lasagne.layers", _MISSING, fallback=_submodule)

@@ -12,10 +12,13 @@ semantics, written on PyTensor ops:
   ``sigmoid_binary_crossentropy``, ``crossentropy_categorical_1hot``;
 - ``bn``: Theano's batch normalization (:mod:`compat.theano.tensor.nnet.bn`).
 
-Convolutions (``conv2d``...) come with lasagne_bn's convolution ops.
+``conv2d`` (Theano 1.0's), ``conv2d_transpose``, ``abstract_conv`` and the
+old ``conv`` module run on lasagne_bn's convolution ops.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import pytensor.tensor as _pt
 from pytensor.tensor.special import log_softmax as _log_softmax
@@ -151,7 +154,37 @@ def sigmoid_binary_crossentropy(output, target):
     return target * _pt.softplus(-output) + (1.0 - target) * _pt.softplus(output)
 
 
+_NO_CONV = "this lasagne_bn has no convolution ops (lasagne_bn.ops.conv)"
+
+#: Names provided by submodules that need lasagne_bn's convolution ops.
+_LAZY = {
+    "conv2d": ("compat.theano.tensor.nnet.abstract_conv", "conv2d"),
+    "conv2d_transpose": ("compat.theano.tensor.nnet.abstract_conv", "conv2d_transpose"),
+    "abstract_conv": ("compat.theano.tensor.nnet.abstract_conv", None),
+    "conv": ("compat.theano.tensor.nnet.conv", None),
+}
+
+
+def _lazy(name: str):
+    module_name, attr = _LAZY[name]  # KeyError: not one of these
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if "no convolution ops" not in str(exc):
+            raise
+        raise KeyError(name) from None
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
 _MISSING = {
+    "conv2d": _NO_CONV,
+    "conv2d_transpose": _NO_CONV,
+    "abstract_conv": _NO_CONV,
+    "conv": _NO_CONV,
+    "conv3d": "3-D convolutions are not in lasagne_bn",
+    "separable_conv2d": "write it as two conv2d calls (depthwise with num_groups, then 1x1)",
     "h_softmax": "write the two-level softmax with T.dot and softmax",
     "confusion_matrix": "compute it with NumPy (sklearn.metrics.confusion_matrix) on predictions",
     "softmax_with_bias": "use softmax(x + b)",
@@ -164,4 +197,4 @@ _MISSING = {
     "neighbours": "images2neibs is gone; use T.reshape / slicing",
 }
 
-__getattr__ = missing_names("theano.tensor.nnet", _MISSING)
+__getattr__ = missing_names("theano.tensor.nnet", _MISSING, fallback=_lazy)

@@ -6,19 +6,18 @@ import importlib
 
 from compat._names import missing_names
 
-_MISSING = {
-    "pool": "pooling needs lasagne_bn's pooling ops, which this lasagne_bn version lacks",
-    "downsample": "use theano.tensor.signal.pool.pool_2d",
-    "conv": "use theano.tensor.nnet.conv2d",
-}
+_NO_POOL = "this lasagne_bn has no pooling ops (lasagne_bn.ops.pool)"
+_MISSING = {"pool": _NO_POOL, "downsample": _NO_POOL, "conv": "use theano.tensor.nnet.conv2d"}
 
 
 def _submodule(name: str):
-    if name != "pool":
+    if name not in ("pool", "downsample"):
         raise KeyError(name)
     try:
-        module = importlib.import_module("compat.theano.tensor.signal.pool")
-    except ImportError:
+        module = importlib.import_module(f"compat.theano.tensor.signal.{name}")
+    except ImportError as exc:
+        if "no pooling ops" not in str(exc):
+            raise
         raise KeyError(name) from None
     globals()[name] = module
     return module
