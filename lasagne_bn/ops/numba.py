@@ -35,7 +35,7 @@ from lasagne_bn.ops.bn import (
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
-KERNEL_VERSION = 5  # bump when generated code or kernels change: it keys the on-disk cache
+KERNEL_VERSION = 6  # bump when generated code or kernels change: it keys the on-disk cache
 
 
 class _FloatModelWithHalf(models.PrimitiveModel):
