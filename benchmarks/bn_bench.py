@@ -332,7 +332,7 @@ def time_interleaved(workers: dict[str, Worker], kind: str, reps: int) -> dict[s
 
 
 def load_average() -> str:
-    return "load average %.2f %.2f %.2f" % os.getloadavg()
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 IMPLS = [
@@ -382,12 +382,15 @@ def main(argv=None) -> int:
         workers = {}
         for name in impls:
             workers[name] = Worker(name, key)
-            print(f"  built {name:18s} for {key} in {workers[name].build_seconds:6.1f} s", flush=True)
+            seconds = workers[name].build_seconds
+            print(f"  built {name:18s} for {key} in {seconds:6.1f} s", flush=True)
         slow = {n: w for n, w in workers.items() if n.endswith(("FAST_COMPILE", "/py"))}
         fast = {n: w for n, w in workers.items() if n not in slow}
         slow_reps = max(1, min(3, reps))
-        train_ms = time_interleaved(fast, "train", reps) | time_interleaved(slow, "train", slow_reps)
-        infer_ms = time_interleaved(fast, "infer", reps) | time_interleaved(slow, "infer", slow_reps)
+        train_ms, infer_ms = (
+            time_interleaved(fast, kind, reps) | time_interleaved(slow, kind, slow_reps)
+            for kind in ("train", "infer")
+        )
         for w in workers.values():
             w.close()
         bound = bounds(case)
@@ -404,7 +407,8 @@ def main(argv=None) -> int:
 def print_table(key, case, train_ms, infer_ms, bound, memory):
     torch_train, torch_infer = train_ms.get("torch"), infer_ms.get("torch")
     print()
-    print(f"shape {key}, axes {case.axes_mode}, x = {case.x.nbytes / 2**20:.1f} MiB; {load_average()}")
+    size = case.x.nbytes / 2**20
+    print(f"shape {key}, axes {case.axes_mode}, x = {size:.1f} MiB; {load_average()}")
     head = "| implementation | train fwd+bwd ms | infer ms | train / torch | infer / torch |"
     head += " train / bound (fresh) | infer / bound (fresh) |"
     if memory:
