@@ -1,0 +1,102 @@
+"""JAX registrations for the convolution and pooling Ops (XLA convolutions).
+
+The forward convolution is ``lax.conv_general_dilated`` (a cross-correlation,
+so flipped filters give Theano's true convolution); both gradients are its
+exact linear transposes (``jax.linear_transpose``), which XLA lowers to the
+same transposed convolutions its own autodiff would use.  float32 products
+use ``Precision.HIGHEST`` so that accelerators (TF32 on recent GPUs) agree
+with the other backends to float32 rounding.
+
+Shapes must be static under ``jax.jit``: the spatial shape the gradient Ops
+produce comes from the node's static type, a constant, or (in JAX mode,
+see :mod:`lasagne_bn.ops.conv_rewrites`) a tuple of ``Shape_i`` values.
+
+This module imports JAX; :mod:`lasagne_bn.ops.rewrites` imports it the first
+time a graph is compiled in JAX mode.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax import lax
+from pytensor.link.jax.dispatch import jax_funcify
+
+from lasagne_bn.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, resolve_pads
+
+
+def _conv(op, x, k):
+    """Theano's convolution of ``x`` (NCHW) with ``k`` (OIHW), as XLA sees it."""
+    kh, kw = k.shape[2], k.shape[3]
+    pads = [
+        tuple(int(v) for v in p)
+        for p in resolve_pads(op.border_mode, (kh, kw), op.filter_dilation)
+    ]
+    if op.filter_flip:
+        k = k[:, :, ::-1, ::-1]
+    precision = lax.Precision.HIGHEST if x.dtype != np.float16 else None
+    return lax.conv_general_dilated(
+        x,
+        k,
+        window_strides=op.subsample,
+        padding=pads,
+        rhs_dilation=op.filter_dilation,
+        dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        feature_group_count=op.num_groups,
+        precision=precision,
+    )
+
+
+def static_hw(node, out_index: int, value, what: str) -> tuple[int, int]:
+    """The spatial shape a gradient Op produces, as Python ints."""
+    static = node.outputs[out_index].type.shape[2:]
+    if all(s is not None for s in static):
+        return int(static[0]), int(static[1])
+    if isinstance(value, tuple | list):
+        try:
+            return int(value[0]), int(value[1])
+        except TypeError:
+            pass
+    try:
+        hw = np.asarray(value)
+        return int(hw[0]), int(hw[1])
+    except Exception as err:  # a tracer: the value is only known at run time
+        raise NotImplementedError(
+            f"{node.op}: JAX needs the {what} as static ints, but it is computed inside the "
+            "jitted function; give the tensor a static shape (e.g. pt.tensor4(shape=...)) or "
+            "pass ints"
+        ) from err
+
+
+@jax_funcify.register(Conv2d)
+def jax_funcify_Conv2d(op, node, **kwargs):
+    def conv2d(x, k):
+        return _conv(op, x, k)
+
+    return conv2d
+
+
+@jax_funcify.register(Conv2dGradInputs)
+def jax_funcify_Conv2dGradInputs(op, node, **kwargs):
+    def conv2d_grad_inputs(k, dy, shape):
+        h, w = static_hw(node, 0, shape, "input shape")
+        x_shape = (dy.shape[0], k.shape[1] * op.num_groups, h, w)
+        transpose = jax.linear_transpose(
+            lambda x: _conv(op, x, k), jax.ShapeDtypeStruct(x_shape, dy.dtype)
+        )
+        return transpose(dy)[0]
+
+    return conv2d_grad_inputs
+
+
+@jax_funcify.register(Conv2dGradWeights)
+def jax_funcify_Conv2dGradWeights(op, node, **kwargs):
+    def conv2d_grad_weights(x, dy, shape):
+        kh, kw = static_hw(node, 0, shape, "filter shape")
+        k_shape = (dy.shape[1], x.shape[1] // op.num_groups, kh, kw)
+        transpose = jax.linear_transpose(
+            lambda k: _conv(op, x, k), jax.ShapeDtypeStruct(k_shape, x.dtype)
+        )
+        return transpose(dy)[0]
+
+    return conv2d_grad_weights
