@@ -21,13 +21,15 @@ from pytensor.link.numba.dispatch.basic import (
 )
 
 from lasagne_bn.ops import numba_conv_kernels as kernels
+from lasagne_bn.ops import numba_pool_kernels as pool_kernels
 from lasagne_bn.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
+from lasagne_bn.ops.pool import AveragePool2dGrad, MaxPool2dGrad, MaxPool2dGradGrad, Pool2d
 
 # PyTensor caches each compiled graph under our key, *with the kernels linked
 # in*: a key that missed a kernel change would keep running the old kernels.
 # So the key hashes the source of this module and of the kernels.
 KERNEL_VERSION = sha256(
-    b"".join(Path(f).read_bytes() for f in (kernels.__file__, __file__))
+    b"".join(Path(f).read_bytes() for f in (kernels.__file__, pool_kernels.__file__, __file__))
 ).hexdigest()[:16]
 
 
@@ -36,7 +38,7 @@ GRAD_WEIGHT_TASKS = 8  # partial filter-gradient sums (load balance over threads
 
 def _compile(name: str, body: list[str], args: list[str]):
     src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in body)
-    env = {"np": np, "kernels": kernels}
+    env = {"np": np, "kernels": kernels, "pool_kernels": pool_kernels}
     return numba_njit(compile_numba_function_src(src, name, global_env=env))
 
 
@@ -197,3 +199,131 @@ def numba_funcify_Conv2dGradWeights(op, node, **kwargs):
         f"return np.ascontiguousarray({flip})",
     ]
     return _compile("conv2d_grad_weights", body, ["x", "dy", "shape"]), _key(op, node)
+
+
+# --------------------------------------------------------------------------
+# pooling
+
+
+_MODE_CODES = {
+    "max": pool_kernels.MAX,
+    "sum": pool_kernels.SUM,
+    "average_inc_pad": pool_kernels.AVG_INC,
+    "average_exc_pad": pool_kernels.AVG_EXC,
+}
+
+
+def _pool_out_lines(op, ndim: int, ref: str) -> list[str]:
+    """Lines defining ``h, w, oh, ow``, ``lead`` (the leading shape) and ``x3``-style views."""
+    lines = [f"h = {ref}.shape[{ndim - 2}]", f"w = {ref}.shape[{ndim - 1}]"]
+    for name, size, i in (("oh", "h", 0), ("ow", "w", 1)):
+        ws, st, pad = op.ws[i], op.stride[i], op.pad[i]
+        v = f"({size} + {2 * pad})"
+        if op.ignore_border:
+            lines.append(f"{name} = max(0, ({v} - {ws}) // {st} + 1)")
+        elif st >= ws:
+            lines.append(f"{name} = ({v} - 1) // {st} + 1")
+        else:
+            lines.append(f"{name} = max(0, ({v} - 1 - {ws} + {st}) // {st}) + 1")
+    lead = ", ".join(f"{ref}.shape[{i}]" for i in range(ndim - 2))
+    lines.append(f"lead = ({lead}{',' if ndim == 3 else ''})" if ndim > 2 else "lead = ()")
+    return lines
+
+
+def _pool_args(op) -> str:
+    (wh, ww), (sh, sw), (ph, pw) = op.ws, op.stride, op.pad
+    return f"{wh}, {ww}, {sh}, {sw}, {ph}, {pw}"
+
+
+def _view3(name: str, rows: str, cols: str) -> str:
+    return f"{name}3 = np.ascontiguousarray({name}).reshape((-1, {rows}, {cols}))"
+
+
+def _shape_check(name: str, var: str, ndim: int, rows: str, cols: str, where: str) -> str:
+    lead = " or ".join(f"{var}.shape[{i}] != x.shape[{i}]" for i in range(ndim - 2))
+    cond = f"{var}.shape[{ndim - 2}] != {rows} or {var}.shape[{ndim - 1}] != {cols}"
+    if lead:
+        cond = f"{lead} or {cond}"
+    return _check(cond, f"{where}: {name} does not have the expected shape")
+
+
+@register_funcify_and_cache_key(Pool2d)
+def numba_funcify_Pool2d(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    body = [
+        *_pool_out_lines(op, ndim, "x"),
+        _view3("x", "h", "w"),
+        "out = np.empty(lead + (oh, ow), dtype=x.dtype)",
+        "out3 = out.reshape((-1, oh, ow))",
+        "if out.size > 0:",
+        f"    pool_kernels.pool_forward(x3, out3, {_pool_args(op)}, {_MODE_CODES[op.mode]})",
+        "return out",
+    ]
+    return _compile("pool_2d", body, ["x"]), _key(op, node)
+
+
+@register_funcify_and_cache_key(MaxPool2dGrad)
+def numba_funcify_MaxPool2dGrad(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    where = f"max pool gradient: {op}"
+    body = [
+        *_pool_out_lines(op, ndim, "x"),
+        _shape_check("maxout", "maxout", ndim, "oh", "ow", where),
+        _shape_check("the output gradient", "gz", ndim, "oh", "ow", where),
+        _view3("x", "h", "w"),
+        _view3("gz", "oh", "ow"),
+        "gx = np.empty(x.shape, dtype=x.dtype)",
+        "gx3 = gx.reshape((-1, h, w))",
+        "if gz.size > 0:",
+        f"    pool_kernels.max_pool_grad(x3, gz3, gx3, {_pool_args(op)})",
+        "else:",
+        "    gx3[:] = 0",
+        "return gx",
+    ]
+    return _compile("max_pool_2d_grad", body, ["x", "maxout", "gz"]), _key(op, node)
+
+
+@register_funcify_and_cache_key(MaxPool2dGradGrad)
+def numba_funcify_MaxPool2dGradGrad(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    where = f"max pool second-order gradient: {op}"
+    body = [
+        *_pool_out_lines(op, ndim, "x"),
+        _shape_check("maxout", "maxout", ndim, "oh", "ow", where),
+        _shape_check("the second-order gradient", "ggx", ndim, "h", "w", where),
+        _view3("x", "h", "w"),
+        _view3("ggx", "h", "w"),
+        "out = np.empty(lead + (oh, ow), dtype=x.dtype)",
+        "out3 = out.reshape((-1, oh, ow))",
+        "if out.size > 0:",
+        f"    pool_kernels.max_pool_grad_grad(x3, ggx3, out3, {_pool_args(op)})",
+        "return out",
+    ]
+    return _compile("max_pool_2d_grad_grad", body, ["x", "maxout", "ggx"]), _key(op, node)
+
+
+@register_funcify_and_cache_key(AveragePool2dGrad)
+def numba_funcify_AveragePool2dGrad(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    where = f"average pool gradient: {op}"
+    body = [
+        *_pool_out_lines(op, ndim, "x"),
+        _shape_check("the output gradient", "gz", ndim, "oh", "ow", where),
+        _view3("gz", "oh", "ow"),
+        "gx = np.empty(x.shape, dtype=x.dtype)",
+        "gx3 = gx.reshape((-1, h, w))",
+        "if gz.size > 0:",
+        f"    pool_kernels.average_pool_grad(gz3, gx3, {_pool_args(op)}, {_MODE_CODES[op.mode]})",
+        "else:",
+        "    gx3[:] = 0",
+        "return gx",
+    ]
+    return _compile("average_pool_2d_grad", body, ["x", "gz"]), _key(op, node)
