@@ -13,20 +13,24 @@ convert each element to float64 on load and round once on store.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from hashlib import sha256
 
+import numba
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import types
 from numba.core.datamodel import default_manager, models
-from pytensor.link.numba.cache import compile_numba_function_src
+from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
 from lasagne_bn.ops import numba_kernels
 from lasagne_bn.ops.bn import BatchNormApply, BatchNormInference, BatchNormTrain, BatchNormTrainGrad
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
-KERNEL_VERSION = 3  # bump when generated code or kernels change: it keys the on-disk cache
+KERNEL_VERSION = 4  # bump when generated code or kernels change: it keys the on-disk cache
 
 
 class _FloatModelWithHalf(models.PrimitiveModel):
@@ -41,6 +45,28 @@ class _FloatModelWithHalf(models.PrimitiveModel):
 
 
 default_manager.register(types.Float, _FloatModelWithHalf)
+
+
+def _link_half_conversions() -> None:
+    """Let LLVM's float16 conversion libcalls resolve (GCC >= 12's libgcc_s has them).
+
+    With F16C, float <-> half is an instruction, but double -> half always
+    needs ``__truncdfhf2``; without F16C, the float ones are libcalls too.
+    """
+    path = ctypes.util.find_library("gcc_s")
+    if path is None:
+        return
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return
+    for name in ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2", "__extendhfdf2"):
+        symbol = getattr(lib, name, None)
+        if symbol is not None:
+            llvm.add_symbol(name, ctypes.cast(symbol, ctypes.c_void_p).value)
+
+
+_link_half_conversions()
 
 
 # --------------------------------------------------------------------------
@@ -122,11 +148,38 @@ def _vec(name: str) -> str:
     return f"np.ascontiguousarray({name}).reshape(C).astype(np.float64)"
 
 
-def _compile(name: str, body: list[str], args: list[str]):
-    """Jit a generated wrapper; PyTensor caches it inside the whole graph's function."""
-    src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in body)
-    env = {"np": np, "kernels": numba_kernels}
+def _compile(name: str, body: list[str], args: list[str], kernels: tuple[str, ...] = (),
+             dtype: str = "float64"):
+    """Jit a generated wrapper; PyTensor caches it inside the whole graph's function.
+
+    Each name in ``kernels`` becomes a local function ``<name>_fn`` that calls
+    the compiled entry point through a pointer fetched once per process.
+    """
+    env = {"np": np, "_call_cached_ptr": _call_cached_ptr}
+    prologue = []
+    for kernel in kernels:
+        env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)
+        env[f"{kernel}_type"] = types.FunctionType(numba_kernels.entry_signature(kernel, dtype))
+        prologue.append(
+            f"{kernel}_fn = _call_cached_ptr(get_ptr_func={kernel}_ptr, "
+            f"func_type_ref={kernel}_type, "
+            f"unique_func_name_lit='lasagne_bn_{kernel}_{dtype}_v{KERNEL_VERSION}')"
+        )
+    lines = prologue + body
+    src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
     return numba_njit(compile_numba_function_src(src, name, global_env=env))
+
+
+def _pointer_getter(kernel: str, dtype: str):
+    """A jitted function returning the entry point's address (Python runs once)."""
+
+    @numba_njit
+    def get_pointer():
+        with numba.objmode(ptr=types.intp):
+            ptr = numba_kernels.kernel_address(kernel, dtype)
+        return ptr
+
+    return get_pointer
 
 
 def _key(op, node) -> str:
@@ -162,7 +215,14 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
     body += _check_lines(name, ["gamma", "beta"] + (["rmean", "rvar"] if running else []))
     body += [
         "out3 = np.empty((A, C, B), dtype=x.dtype)",
-        f"mean, invstd, var = kernels.train_forward(x3, {_vec('gamma')}, {_vec('beta')}, eps, out3)",
+        "stats = np.empty((3, C))",
+        f"g64 = {_vec('gamma')}",
+        f"b64 = {_vec('beta')}",
+        "train_forward_fn(x3.ctypes, A, C, B, g64.ctypes, b64.ctypes, eps, out3.ctypes, "
+        "stats.ctypes)",
+        "mean = stats[0].copy()",
+        "invstd = stats[1].copy()",
+        "var = stats[2].copy()",
     ]
     body += _restore(ndim, axes, "out3", "out", "x")
     body += [
@@ -180,7 +240,8 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
     else:
         body.append("return out, mean_o, invstd_o")
     key = _key(op, node)
-    return _compile("batch_norm_train", body, args), key
+    dtype = node.inputs[0].type.dtype
+    return _compile("batch_norm_train", body, args, ("train_forward",), dtype), key
 
 
 @register_funcify_and_cache_key(BatchNormTrainGrad)
@@ -198,15 +259,22 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
     body += _check_lines(name, ["gamma", "mean", "invstd"])
     body += [
         "dx3 = np.empty((A, C, B), dtype=x.dtype)",
-        f"dgamma, dbeta = kernels.train_backward(x3, dy3, {_vec('gamma')}, {_vec('mean')}, "
-        f"{_vec('invstd')}, dx3)",
+        "stats = np.empty((5, C))",
+        f"stats[0] = {_vec('gamma')}",
+        f"stats[1] = {_vec('mean')}",
+        f"stats[2] = {_vec('invstd')}",
+        "train_backward_fn(x3.ctypes, dy3.ctypes, A, C, B, stats.ctypes, dx3.ctypes)",
+        "dgamma = stats[3].copy()",
+        "dbeta = stats[4].copy()",
     ]
     body += _restore(ndim, axes, "dx3", "dx", "x")
     body.append(
         f"return dx, dgamma.astype({st}).reshape(st_shape), dbeta.astype({st}).reshape(st_shape)"
     )
     key = _key(op, node)
-    return _compile("batch_norm_train_grad", body, ["x", "dy", "gamma", "mean", "invstd"]), key
+    args = ["x", "dy", "gamma", "mean", "invstd"]
+    dtype = node.inputs[0].type.dtype
+    return _compile("batch_norm_train_grad", body, args, ("train_backward",), dtype), key
 
 
 @register_funcify_and_cache_key(BatchNormInference)
@@ -219,14 +287,19 @@ def numba_funcify_BatchNormInference(op, node, **kwargs):
     body += _check_lines(name, ["gamma", "beta", "mean", "var"])
     body += [
         "out3 = np.empty((A, C, B), dtype=x.dtype)",
-        f"kernels.inference(x3, {_vec('gamma')}, {_vec('beta')}, {_vec('mean')}, {_vec('var')}, "
-        "eps, out3)",
+        "stats = np.empty((4, C))",
+        f"stats[0] = {_vec('gamma')}",
+        f"stats[1] = {_vec('beta')}",
+        f"stats[2] = {_vec('mean')}",
+        f"stats[3] = {_vec('var')}",
+        "inference_fn(x3.ctypes, A, C, B, stats.ctypes, eps, out3.ctypes)",
     ]
     body += _restore(ndim, axes, "out3", "out", "x")
     body.append("return out")
     args = ["x", "gamma", "beta", "mean", "var", "epsilon"]
     key = _key(op, node)
-    return _compile("batch_norm_inference", body, args), key
+    dtype = node.inputs[0].type.dtype
+    return _compile("batch_norm_inference", body, args, ("inference",), dtype), key
 
 
 @register_funcify_and_cache_key(BatchNormApply)

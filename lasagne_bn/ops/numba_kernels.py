@@ -13,14 +13,22 @@ With ``inner > 1`` (NCHW) the work is split over (channel, batch-chunk)
 pairs with contiguous inner loops; with ``inner == 1`` (dense, NHWC) over
 batch chunks, each accumulating whole rows of channels, so the innermost
 loop is always the contiguous one.  No full-size temporary is made besides
-the outputs.  Compiled kernels are cached on disk (``cache=True``).
+the outputs.
+
+The drivers are exported as C-callable functions (``cfunc``), one per input
+dtype, compiled on first use and cached on disk.  PyTensor's generated
+functions call them through a pointer (see :func:`kernel_address`) instead
+of linking their IR: linking parallel kernels into every compiled graph made
+each new ``pytensor.function`` spend seconds re-optimizing them.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
-from numba import prange
+from numba import prange, types
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
 
@@ -259,3 +267,68 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
         _affine_outer(x3.reshape((A, C)), mean, scale, beta, out3.reshape((A, C)))
     else:
         _affine_inner(x3, mean, scale, beta, out3)
+
+
+# --------------------------------------------------------------------------
+# C-callable entry points: pointers and sizes in, status code out.
+
+
+def _train_forward_entry(x_ptr, A, C, B, gamma_ptr, beta_ptr, epsilon, out_ptr, stats_ptr):
+    x3 = numba.carray(x_ptr, (A, C, B))
+    out3 = numba.carray(out_ptr, (A, C, B))
+    gamma = numba.carray(gamma_ptr, (C,))
+    beta = numba.carray(beta_ptr, (C,))
+    stats = numba.carray(stats_ptr, (3, C))
+    mean, invstd, var = train_forward(x3, gamma, beta, epsilon, out3)
+    for c in range(C):
+        stats[0, c] = mean[c]
+        stats[1, c] = invstd[c]
+        stats[2, c] = var[c]
+    return 0
+
+
+def _train_backward_entry(x_ptr, dy_ptr, A, C, B, stats_ptr, dx_ptr):
+    x3 = numba.carray(x_ptr, (A, C, B))
+    dy3 = numba.carray(dy_ptr, (A, C, B))
+    dx3 = numba.carray(dx_ptr, (A, C, B))
+    # rows: gamma, mean, invstd in; dgamma, dbeta out
+    stats = numba.carray(stats_ptr, (5, C))
+    dgamma, dbeta = train_backward(x3, dy3, stats[0], stats[1], stats[2], dx3)
+    for c in range(C):
+        stats[3, c] = dgamma[c]
+        stats[4, c] = dbeta[c]
+    return 0
+
+
+def _inference_entry(x_ptr, A, C, B, stats_ptr, epsilon, out_ptr):
+    x3 = numba.carray(x_ptr, (A, C, B))
+    out3 = numba.carray(out_ptr, (A, C, B))
+    # rows: gamma, beta, mean, var
+    stats = numba.carray(stats_ptr, (4, C))
+    inference(x3, stats[0], stats[1], stats[2], stats[3], epsilon, out3)
+    return 0
+
+
+_ENTRIES = {
+    "train_forward": (_train_forward_entry, ("x", "n", "n", "n", "f", "f", "d", "x", "f")),
+    "train_backward": (_train_backward_entry, ("x", "x", "n", "n", "n", "f", "x")),
+    "inference": (_inference_entry, ("x", "n", "n", "n", "f", "d", "x")),
+}
+
+
+def entry_signature(name: str, dtype: str):
+    """The C signature of entry point ``name`` for input dtype ``dtype``."""
+    codes = {
+        "x": types.CPointer(numba.from_dtype(np.dtype(dtype))),
+        "n": types.intp,
+        "f": types.CPointer(types.float64),
+        "d": types.float64,
+    }
+    return types.int32(*(codes[c] for c in _ENTRIES[name][1]))
+
+
+@functools.cache
+def kernel_address(name: str, dtype: str) -> int:
+    """Compile (or load from cache) entry point ``name`` for ``dtype``; its address."""
+    func = _ENTRIES[name][0]
+    return numba.cfunc(entry_signature(name, dtype), cache=True, fastmath=FASTMATH)(func).address
