@@ -576,3 +576,49 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                 for task in range(ntask):
                     s += acc[task, g, kk, f]
                 dk[g * Fg + f, c, t // kw, t % kw] = s
+
+
+# --------------------------------------------------------------------------
+# C-callable entry points: array pointers and an int64 parameter vector in.
+# PyTensor's generated functions call these through pointers (see
+# numba_conv.py) instead of linking the kernels' IR into every graph, which
+# made each new ``pytensor.function`` with a convolution spend ~45 s
+# re-optimizing the parallel kernels.
+
+CONV_DIMS = 19  # N, C, H, W, F, Cg, kh, kw, Ho, Wo, sh, sw, dh, dw, pt, pb, pl, pr, G
+
+
+def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV_DIMS,))
+    x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
+    out = numba.carray(out_ptr, (d[0], d[4], d[8], d[9]))
+    conv_forward(x, k, out, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    return 0
+
+
+def _conv_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV_DIMS,))
+    k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
+    dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
+    dx = numba.carray(dx_ptr, (d[0], d[1], d[2], d[3]))
+    conv_grad_inputs(k, dy, dx, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    return 0
+
+
+def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV_DIMS + 1,))
+    x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
+    dk = numba.carray(dk_ptr, (d[4], d[5], d[6], d[7]))
+    conv_grad_weights(
+        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19]
+    )
+    return 0
+
+
+ENTRIES = {
+    "conv_forward": (_conv_forward_entry, 3),
+    "conv_grad_inputs": (_conv_grad_inputs_entry, 3),
+    "conv_grad_weights": (_conv_grad_weights_entry, 3),
+}

@@ -120,3 +120,52 @@ def average_pool_grad(gz3, gx3, wh, ww, sh, sw, ph, pw, mode):
                 for r in range(r0, r1):
                     for c in range(c0, c1):
                         gx3[p, r, c] += g
+
+
+# --------------------------------------------------------------------------
+# C-callable entry points (see numba_conv_kernels.py): arrays and an int64
+# parameter vector ``P, H, W, OH, OW, wh, ww, sh, sw, ph, pw, mode``.
+
+POOL_DIMS = 12
+
+
+def _pool_forward_entry(x_ptr, out_ptr, d_ptr):
+    d = numba.carray(d_ptr, (POOL_DIMS,))
+    x3 = numba.carray(x_ptr, (d[0], d[1], d[2]))
+    out3 = numba.carray(out_ptr, (d[0], d[3], d[4]))
+    pool_forward(x3, out3, d[5], d[6], d[7], d[8], d[9], d[10], d[11])
+    return 0
+
+
+def _max_pool_grad_entry(x_ptr, gz_ptr, gx_ptr, d_ptr):
+    d = numba.carray(d_ptr, (POOL_DIMS,))
+    x3 = numba.carray(x_ptr, (d[0], d[1], d[2]))
+    gz3 = numba.carray(gz_ptr, (d[0], d[3], d[4]))
+    gx3 = numba.carray(gx_ptr, (d[0], d[1], d[2]))
+    max_pool_grad(x3, gz3, gx3, d[5], d[6], d[7], d[8], d[9], d[10])
+    return 0
+
+
+def _max_pool_grad_grad_entry(x_ptr, ggx_ptr, out_ptr, d_ptr):
+    d = numba.carray(d_ptr, (POOL_DIMS,))
+    x3 = numba.carray(x_ptr, (d[0], d[1], d[2]))
+    ggx3 = numba.carray(ggx_ptr, (d[0], d[1], d[2]))
+    out3 = numba.carray(out_ptr, (d[0], d[3], d[4]))
+    max_pool_grad_grad(x3, ggx3, out3, d[5], d[6], d[7], d[8], d[9], d[10])
+    return 0
+
+
+def _average_pool_grad_entry(gz_ptr, gx_ptr, d_ptr):
+    d = numba.carray(d_ptr, (POOL_DIMS,))
+    gz3 = numba.carray(gz_ptr, (d[0], d[3], d[4]))
+    gx3 = numba.carray(gx_ptr, (d[0], d[1], d[2]))
+    average_pool_grad(gz3, gx3, d[5], d[6], d[7], d[8], d[9], d[10], d[11])
+    return 0
+
+
+ENTRIES = {
+    "pool_forward": (_pool_forward_entry, 2),
+    "max_pool_grad": (_max_pool_grad_entry, 3),
+    "max_pool_grad_grad": (_max_pool_grad_grad_entry, 3),
+    "average_pool_grad": (_average_pool_grad_entry, 2),
+}
