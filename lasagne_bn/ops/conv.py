@@ -528,6 +528,15 @@ class Conv2d(_ConvOp):
         return [_like(d_img, img), _like(d_kern, kern)]
 
 
+def static_or(var: Variable, symbolic) -> list:
+    """``var``'s static sizes where known, else the symbolic ones.
+
+    Shape arithmetic is traced (not static) under JAX: constants keep the
+    gradient graphs' allocations and reshapes compilable there.
+    """
+    return [s if s is not None else sym for s, sym in zip(var.type.shape, symbolic, strict=True)]
+
+
 def _like(var: Variable, ref: Variable) -> Variable:
     """``var`` with ``ref``'s exact type (static shape included) for gradients."""
     if var.type == ref.type:
@@ -565,7 +574,8 @@ class Conv2dGradInputs(_ConvOp):
     def infer_shape(self, fgraph, node, shapes):
         kshp, tshp, _ = shapes
         shape = node.inputs[2]
-        return [(tshp[0], kshp[1] * self.num_groups, shape[0], shape[1])]
+        out = (tshp[0], kshp[1] * self.num_groups, shape[0], shape[1])
+        return [static_or(node.outputs[0], out)]
 
     def connection_pattern(self, node):
         return [[True], [True], [False]]
@@ -609,7 +619,8 @@ class Conv2dGradWeights(_ConvOp):
     def infer_shape(self, fgraph, node, shapes):
         ishp, tshp, _ = shapes
         shape = node.inputs[2]
-        return [(tshp[1], ishp[1] // self.num_groups, shape[0], shape[1])]
+        out = (tshp[1], ishp[1] // self.num_groups, shape[0], shape[1])
+        return [static_or(node.outputs[0], out)]
 
     def connection_pattern(self, node):
         return [[True], [True], [False]]

@@ -290,6 +290,15 @@ class _PoolOp(Op):
         return out
 
 
+def static_or(var, symbolic):
+    """``var``'s static sizes where known, else the symbolic ones.
+
+    Shape arithmetic is traced (not static) under JAX: constants keep the
+    gradient graphs' allocations and reshapes compilable there.
+    """
+    return [s if s is not None else sym for s, sym in zip(var.type.shape, symbolic, strict=True)]
+
+
 def _zero_grad_like(var):
     return pt.zeros_like(var)
 
@@ -310,7 +319,7 @@ class Pool2d(_PoolOp):
         output_storage[0][0] = np_pool(inputs[0], self.params)
 
     def infer_shape(self, fgraph, node, shapes):
-        return [self.symbolic_out_shape(shapes[0])]
+        return [static_or(node.outputs[0], self.symbolic_out_shape(shapes[0]))]
 
     def pullback(self, inputs, outputs, cotangents):
         (x,), (out,), (gz,) = inputs, outputs, cotangents
@@ -372,7 +381,7 @@ class MaxPool2dGradGrad(_PoolOp):
         output_storage[0][0] = np_max_pool_grad_grad(*inputs, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
-        return [shapes[1]]
+        return [static_or(node.outputs[0], shapes[1])]
 
     def pullback(self, inputs, outputs, cotangents):
         x, maxout, ggx = inputs
