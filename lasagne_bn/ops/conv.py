@@ -38,6 +38,7 @@ from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.op import Op
 from pytensor.scalar import upcast
+from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -487,14 +488,6 @@ class _ConvOp(Op):
     def do_constant_folding(self, fgraph, node):
         return False
 
-    def _symbolic_pads(self, kh, kw):
-        return resolve_pads(self.border_mode, (kh, kw), self.filter_dilation)
-
-    def _symbolic_out(self, size, k, pad, axis):
-        return (
-            size + pad[0] + pad[1] - dilated_size(k, self.filter_dilation[axis])
-        ) // self.subsample[axis] + 1
-
 
 class Conv2d(_ConvOp):
     """Forward 2-D convolution ``(img, kern) -> out`` (NCHW, OIHW)."""
@@ -512,11 +505,8 @@ class Conv2d(_ConvOp):
         output_storage[0][0] = np_conv2d(x, w, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
-        (n, _, h, w), (f, _, kh, kw) = shapes
-        pads = self._symbolic_pads(kh, kw)
-        return [
-            (n, f, self._symbolic_out(h, kh, pads[0], 0), self._symbolic_out(w, kw, pads[1], 1))
-        ]
+        (n, _, _, _), (f, _, _, _) = shapes
+        return [static_or(node.outputs[0], (n, f, None, None))]
 
     def pullback(self, inputs, outputs, cotangents):
         img, kern = inputs
@@ -529,12 +519,23 @@ class Conv2d(_ConvOp):
 
 
 def static_or(var: Variable, symbolic) -> list:
-    """``var``'s static sizes where known, else the symbolic ones.
+    """``infer_shape`` entries: ``var``'s static sizes where known, else ``symbolic``.
 
-    Shape arithmetic is traced (not static) under JAX: constants keep the
-    gradient graphs' allocations and reshapes compilable there.
+    A ``None`` in ``symbolic`` stands for a size that only arithmetic on
+    shapes could give: it becomes ``var``'s own ``Shape_i``.  Under JAX,
+    PyTensor traces arithmetic on shapes, and an allocation or reshape with
+    a traced size cannot be compiled, while ``Shape_i`` of a computed array
+    is a concrete int there.
     """
-    return [s if s is not None else sym for s, sym in zip(var.type.shape, symbolic, strict=True)]
+    out = []
+    for i, (s, sym) in enumerate(zip(var.type.shape, symbolic, strict=True)):
+        if s is not None:
+            out.append(s)
+        elif sym is None:
+            out.append(Shape_i(i)(var))
+        else:
+            out.append(sym)
+    return out
 
 
 def _like(var: Variable, ref: Variable) -> Variable:
@@ -573,9 +574,8 @@ class Conv2dGradInputs(_ConvOp):
 
     def infer_shape(self, fgraph, node, shapes):
         kshp, tshp, _ = shapes
-        shape = node.inputs[2]
-        out = (tshp[0], kshp[1] * self.num_groups, shape[0], shape[1])
-        return [static_or(node.outputs[0], out)]
+        channels = kshp[1] if self.num_groups == 1 else None
+        return [static_or(node.outputs[0], (tshp[0], channels, None, None))]
 
     def connection_pattern(self, node):
         return [[True], [True], [False]]
@@ -618,9 +618,8 @@ class Conv2dGradWeights(_ConvOp):
 
     def infer_shape(self, fgraph, node, shapes):
         ishp, tshp, _ = shapes
-        shape = node.inputs[2]
-        out = (tshp[1], ishp[1] // self.num_groups, shape[0], shape[1])
-        return [static_or(node.outputs[0], out)]
+        channels = ishp[1] if self.num_groups == 1 else None
+        return [static_or(node.outputs[0], (tshp[1], channels, None, None))]
 
     def connection_pattern(self, node):
         return [[True], [True], [False]]

@@ -34,7 +34,7 @@ from pytensor.graph.basic import Apply, Variable
 from pytensor.graph.op import Op
 from pytensor.tensor.type import TensorType
 
-from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple
+from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple, static_or
 
 POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
 
@@ -276,28 +276,6 @@ class _PoolOp(Op):
         shape = pool_output_shape(x.type.shape, self.ws, self.stride, self.pad, self.ignore_border)
         return TensorType(x.type.dtype, shape=shape)
 
-    def symbolic_out_shape(self, shape):
-        out = list(shape[:-2])
-        for i in range(2):
-            v = shape[-2 + i] + 2 * self.pad[i]
-            ws, st = self.ws[i], self.stride[i]
-            if self.ignore_border:
-                out.append(pt.maximum((v - ws) // st + 1, 0))
-            elif st >= ws:
-                out.append((v - 1) // st + 1)
-            else:
-                out.append(pt.maximum((v - 1 - ws + st) // st, 0) + 1)
-        return out
-
-
-def static_or(var, symbolic):
-    """``var``'s static sizes where known, else the symbolic ones.
-
-    Shape arithmetic is traced (not static) under JAX: constants keep the
-    gradient graphs' allocations and reshapes compilable there.
-    """
-    return [s if s is not None else sym for s, sym in zip(var.type.shape, symbolic, strict=True)]
-
 
 def _zero_grad_like(var):
     return pt.zeros_like(var)
@@ -319,7 +297,8 @@ class Pool2d(_PoolOp):
         output_storage[0][0] = np_pool(inputs[0], self.params)
 
     def infer_shape(self, fgraph, node, shapes):
-        return [static_or(node.outputs[0], self.symbolic_out_shape(shapes[0]))]
+        # pooled sizes as the output's own Shape_i, not as arithmetic (see static_or)
+        return [static_or(node.outputs[0], (*shapes[0][:-2], None, None))]
 
     def pullback(self, inputs, outputs, cotangents):
         (x,), (out,), (gz,) = inputs, outputs, cotangents

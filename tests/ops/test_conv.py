@@ -382,3 +382,27 @@ def test_bad_shapes_at_run_time(mode_name):
         fn(np.zeros((1, 4, 5, 5)), np.zeros((2, 3, 3, 3)))
     with pytest.raises(ValueError, match="(too small|smaller than the dilated filters)"):
         fn(np.zeros((1, 4, 2, 5)), np.zeros((2, 2, 3, 3)))
+
+
+@pytest.mark.filterwarnings("ignore:Numba will use object mode:UserWarning")
+@pytest.mark.parametrize("mode_name", ["default", "jax", "fast_compile"])
+def test_float16_runs_and_agrees_with_float32(mode_name):
+    """float16 in, float16 out (Numba runs the NumPy perform; work is in float32)."""
+    if mode_name == "jax":
+        pytest.importorskip("jax")
+    rng = np.random.default_rng(4)
+    xv = rng.standard_normal((2, 3, 6, 7)).astype(np.float16)
+    wv = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    x, w = pt.tensor4(dtype="float16"), pt.tensor4(dtype="float16")
+    y = conv2d(x, w, border_mode="half", subsample=(1, 2))
+    gx, gw = pytensor.grad(y.astype("float32").sum(), [x, w])
+    fn = pytensor.function([x, w], [y, gx, gw], mode=mode_for(mode_name))
+    got = fn(xv, wv)
+    assert [g.dtype for g in got] == ["float16"] * 3
+    kw = dict(border_mode="half", subsample=(1, 2))
+    want_y = ref_conv(xv, wv, kw)
+    want_gx, want_gw = ref_grads(xv, wv, np.ones(want_y.shape), kw)
+    for g, want in zip(got, (want_y, want_gx, want_gw), strict=True):
+        np.testing.assert_allclose(
+            g.astype(np.float64), want, rtol=0, atol=1e-2 * np.abs(want).max()
+        )
