@@ -38,6 +38,8 @@ from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.op import Op
 from pytensor.scalar import upcast
+from pytensor.tensor.basic import MakeVector
+from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
@@ -237,21 +239,42 @@ def _as_shape_input(shape, name: str) -> Variable:
     return pt.cast(var, "int64")
 
 
+def spatial_shape(var: Variable) -> list:
+    """``var.shape[2:]`` as a list: ints where static, so the gradient Ops see them."""
+    return [s if s is not None else var.shape[2 + i] for i, s in enumerate(var.type.shape[2:])]
+
+
+def _static_scalar(v: Variable) -> int | None:
+    """An int scalar's value if the graph fixes it (constants, static sizes of shapes)."""
+    try:
+        return int(pt.get_underlying_scalar_constant_value(v))
+    except Exception:
+        pass
+    owner = v.owner
+    if owner is None:
+        return None
+    if isinstance(owner.op, Elemwise) and len(owner.inputs) == 1:  # a cast
+        return _static_scalar(owner.inputs[0])
+    if isinstance(owner.op, Shape_i):
+        return owner.inputs[0].type.shape[owner.op.i]
+    return None
+
+
 def static_ints(var: Variable) -> tuple[int | None, int | None]:
-    """The values of a length-2 shape vector that are known when the graph is built."""
+    """The values of a length-2 shape vector that are known when the graph is built.
+
+    Understands constants and ``MakeVector``s of known scalars (constants,
+    ``Shape_i`` of static sizes).
+    """
     if isinstance(var, Constant):
         return tuple(int(v) for v in var.data)
     owner = var.owner
-    if owner is not None and type(owner.op).__name__ == "Elemwise" and len(owner.inputs) == 1:
-        return static_ints(owner.inputs[0])  # a cast
-    if owner is not None and type(owner.op).__name__ == "MakeVector":
-        vals = []
-        for v in owner.inputs:
-            try:
-                vals.append(int(pt.get_underlying_scalar_constant_value(v)))
-            except Exception:
-                vals.append(None)
-        return tuple(vals)
+    if owner is None:
+        return (None, None)
+    if isinstance(owner.op, Elemwise) and len(owner.inputs) == 1:  # a cast
+        return static_ints(owner.inputs[0])
+    if isinstance(owner.op, MakeVector):
+        return tuple(_static_scalar(v) for v in owner.inputs)
     return (None, None)
 
 
@@ -513,8 +536,8 @@ class Conv2d(_ConvOp):
         (g,) = cotangents
         if _disconnected(g):
             return [disconnected_type(), disconnected_type()]
-        d_img = self.sibling(Conv2dGradInputs)(kern, g, img.shape[2:])
-        d_kern = self.sibling(Conv2dGradWeights)(img, g, kern.shape[2:])
+        d_img = self.sibling(Conv2dGradInputs)(kern, g, spatial_shape(img))
+        d_kern = self.sibling(Conv2dGradWeights)(img, g, spatial_shape(kern))
         return [_like(d_img, img), _like(d_kern, kern)]
 
 
@@ -585,7 +608,7 @@ class Conv2dGradInputs(_ConvOp):
         (g,) = cotangents
         if _disconnected(g):
             return [disconnected_type()] * 3
-        d_kern = self.sibling(Conv2dGradWeights)(g, top, kern.shape[2:])
+        d_kern = self.sibling(Conv2dGradWeights)(g, top, spatial_shape(kern))
         d_top = self.sibling(Conv2d)(g, kern)
         return [_like(d_kern, kern), _like(d_top, top), disconnected_type()]
 
@@ -629,7 +652,7 @@ class Conv2dGradWeights(_ConvOp):
         (g,) = cotangents
         if _disconnected(g):
             return [disconnected_type()] * 3
-        d_img = self.sibling(Conv2dGradInputs)(g, top, img.shape[2:])
+        d_img = self.sibling(Conv2dGradInputs)(g, top, spatial_shape(img))
         d_top = self.sibling(Conv2d)(img, g)
         return [_like(d_img, img), _like(d_top, top), disconnected_type()]
 
