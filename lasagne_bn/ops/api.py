@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
+from pytensor.scalar import upcast
 
 from lasagne_bn.ops.bn import (
     BatchNormApply,
@@ -14,6 +14,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     check_float,
     std_apply_graph,
+    symbolic_m,
 )
 from lasagne_bn.ops.layout import broadcast_pattern, kept_axes, normalize_axes
 
@@ -216,8 +217,7 @@ def batch_normalization(inputs, gamma, beta, mean, std, mode: str = "low_mem") -
         return BatchNormApply()(*args)
     for v, name in zip(args, ("inputs", "gamma", "beta", "mean", "std"), strict=True):
         check_float(v, name)
-    dtype = pt.as_tensor_variable(sum(np.zeros((), v.type.dtype) for v in args)).type.dtype
-    return std_apply_graph(*args, dtype)
+    return std_apply_graph(*args, upcast(*(v.type.dtype for v in args)))
 
 
 def moments(x, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
@@ -240,8 +240,10 @@ def moments(x, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
     axes = normalize_axes(axes, x.ndim)
     if x.type.dtype == "float16":
         x = pt.cast(x, "float32")
-    mean = x.mean(axis=axes, keepdims=True)
-    var = pt.sqr(x - mean).mean(axis=axes, keepdims=keepdims)
+    # sum / m rather than pt.mean, whose shape indexing mode "C" cannot compile
+    m = symbolic_m(x, axes, x.type.dtype)
+    mean = x.sum(axis=axes, keepdims=True) / m
+    var = pt.sqr(x - mean).sum(axis=axes, keepdims=keepdims) / m
     if not keepdims:
         mean = mean.dimshuffle(kept_axes(axes, x.ndim))
     return mean, var

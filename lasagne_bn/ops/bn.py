@@ -24,6 +24,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.op import Op
+from pytensor.graph.replace import graph_replace
 from pytensor.scalar import upcast
 from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.shape import shape_i, specify_broadcastable
@@ -76,7 +77,9 @@ def as_scalar(value, name: str, low: float, high: float, low_open: bool) -> Vari
         bad = (v <= low if low_open else v < low) or v > high or not np.isfinite(v)
         if bad:
             lo = "(" if low_open else "["
-            raise ValueError(f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]")
+            raise ValueError(
+                f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]"
+            )
     return pt.cast(var, "float64")
 
 
@@ -134,6 +137,35 @@ def symbolic_m(x: Variable, axes: Sequence[int], dtype: str) -> Variable:
 
 def is_disconnected(var: Variable) -> bool:
     return isinstance(var.type, DisconnectedType)
+
+
+def graph_pullback(build, inputs, cotangents) -> list[Variable]:
+    """Pullback of the plain graph ``build(*inputs)`` (its partial derivatives).
+
+    The graph is built on fresh placeholders, differentiated, and the real
+    inputs substituted afterwards: differentiating w.r.t. the real inputs
+    would also follow paths between them (``mean`` depends on ``x`` through
+    the forward Op), which PyTensor's outer ``grad`` already follows.
+    """
+    placeholders = [i.type() for i in inputs]
+    outputs = build(*placeholders)
+    known = {o: g for o, g in zip(outputs, cotangents, strict=True) if not is_disconnected(g)}
+    if not known:
+        return [disconnected_type() for _ in inputs]
+    grads = pytensor.grad(
+        None,
+        placeholders,
+        known_grads=known,
+        disconnected_inputs="ignore",
+        return_disconnected="disconnected",
+    )
+    connected = [i for i, g in enumerate(grads) if not is_disconnected(g)]
+    replaced = graph_replace(
+        [grads[i] for i in connected], dict(zip(placeholders, inputs, strict=True)), strict=False
+    )
+    for i, g in zip(connected, replaced, strict=True):
+        grads[i] = g
+    return grads
 
 
 def stat_type(x: Variable, axes: Sequence[int], dtype: str, like: Variable) -> TensorType:
@@ -198,13 +230,16 @@ def np_train_forward(x, gamma, beta, epsilon, axes):
     return centred.astype(x.dtype, copy=False), mean, invstd, var
 
 
-def np_train_backward(x, dy, gamma, mean, invstd, axes):
+def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
     """Gradient of the training output w.r.t. ``x``, ``gamma`` and ``beta``.
 
-    ``mean`` and ``invstd`` are the statistics the forward pass returned.
+    ``mean`` and ``invstd`` are the statistics the forward pass returned;
+    ``g_mean``/``g_var`` (optional) are gradients that reached the batch mean
+    and biased variance.
     """
     axes = tuple(axes)
-    m = _check_runtime(x, axes, gamma=gamma, mean=mean, invstd=invstd)
+    extra = {} if g_mean is None else {"g_mean": g_mean, "g_var": g_var}
+    m = _check_runtime(x, axes, gamma=gamma, mean=mean, invstd=invstd, **extra)
     _check_m(m, x, axes)
     if dy.shape != x.shape:
         raise ValueError(f"output gradient has shape {dy.shape}; expected {x.shape}")
@@ -216,12 +251,15 @@ def np_train_backward(x, dy, gamma, mean, invstd, axes):
     invstd64 = invstd.astype(np.float64)
     dgamma = dot * invstd64
     k1 = gamma * invstd64
-    k2 = (k1 * invstd64 * invstd64 * dot / m).astype(work)
-    k3 = (k1 * dbeta / m).astype(work)
-    centred *= k2
+    k2 = k1 * invstd64 * invstd64 * dot / m
+    k3 = k1 * dbeta / m
+    if g_mean is not None:
+        k2 = k2 - 2.0 * g_var / m
+        k3 = k3 - g_mean / m
+    centred *= k2.astype(work)
     dx = dyw * k1.astype(work)
     dx -= centred
-    dx -= k3
+    dx -= k3.astype(work)
     return dx.astype(x.dtype, copy=False), dgamma, dbeta
 
 
@@ -266,7 +304,7 @@ class BatchNormTrain(Op):
             )
         running = [pt.as_tensor_variable(r) for r in running]
         params = [gamma, beta, *running[1:]]
-        for p, name in zip(params, ("gamma", "beta", "running_mean", "running_var")):
+        for p, name in zip(params, ("gamma", "beta", "running_mean", "running_var"), strict=False):
             check_float(p, name)
         out_dtype, st_dtype = bn_dtypes(x.type.dtype, *(p.type.dtype for p in params))
         x = pt.cast(x, out_dtype)
@@ -335,32 +373,39 @@ class BatchNormTrain(Op):
             return g is not None and not is_disconnected(g)
 
         grads: list[Variable] = [disconnected_type() for _ in inputs]
-        dx_terms = []
-        if connected(g_out):
-            dx, dgamma, dbeta = BatchNormTrainGrad(self.axes)(x, g_out, gamma, mean, invstd)
-            dx_terms.append(dx)
-            grads[1], grads[2] = dgamma, dbeta
-        # d(mean)/dx = 1/m, d(var)/dx = 2 (x - mean) / m: collect both channels.
-        g_mean_total = None
-        g_var_total = None
-        if connected(g_mean):
-            g_mean_total = g_mean
-        if connected(g_invstd):
-            g_var_total = g_invstd * (-0.5) * invstd**3
+        # Gradients reaching the statistics enter dx through d(mean)/dx = 1/m
+        # and d(var)/dx = 2 (x - mean) / m; collect them per channel.
+        g_mean_total = g_mean if connected(g_mean) else None
+        g_var_total = g_invstd * (-0.5) * invstd**3 if connected(g_invstd) else None
         if len(inputs) > 4:
-            factor, rmean, rvar = inputs[4:]
-            f = pt.cast(factor, work)
+            f = pt.cast(inputs[4], work)
             if connected(g_rmean):
-                g_mean_total = g_rmean * f if g_mean_total is None else g_mean_total + g_rmean * f
+                term = g_rmean * f
+                g_mean_total = term if g_mean_total is None else g_mean_total + term
             if connected(g_rvar):
                 term = g_rvar * f * m / (m - 1)
                 g_var_total = term if g_var_total is None else g_var_total + term
-        if g_mean_total is not None:
-            dx_terms.append(pt.cast(g_mean_total / m, x.type.dtype))
-        if g_var_total is not None:
-            dx_terms.append(pt.cast(g_var_total * 2 * (x - mean) / m, x.type.dtype))
-        if dx_terms:
-            grads[0] = dx_terms[0] if len(dx_terms) == 1 else pt.add(*dx_terms)
+        if connected(g_out):
+            extra = []
+            if g_mean_total is not None or g_var_total is not None:
+                zero = pt.zeros_like(mean)
+                extra = [
+                    zero if g_mean_total is None else g_mean_total,
+                    zero if g_var_total is None else g_var_total,
+                ]
+            # One fused kernel: the statistics' gradients cost no extra pass.
+            grads[0], grads[1], grads[2] = BatchNormTrainGrad(self.axes)(
+                x, g_out, gamma, mean, invstd, *extra
+            )
+        elif g_mean_total is not None or g_var_total is not None:
+            terms = []
+            if g_mean_total is not None:
+                terms.append(g_mean_total / m)
+            if g_var_total is not None:
+                terms.append(g_var_total * 2 * (pt.cast(x, work) - mean) / m)
+            # g_mean / m alone has the statistics' shape: broadcast it to x's.
+            terms.append(pt.zeros_like(x, dtype=work))
+            grads[0] = pt.cast(pt.add(*terms), x.type.dtype)
         # epsilon enters through invstd = (var + eps) ** -0.5.
         g_invstd_eps = None
         if connected(g_out):
@@ -385,26 +430,41 @@ class BatchNormTrain(Op):
         return grads
 
 
-def train_grad_graph(axes, x, dy, gamma, mean, invstd):
+def train_grad_graph(axes, x, dy, gamma, mean, invstd, g_mean=None, g_var=None):
     """The training gradient as a plain PyTensor graph (mean/invstd taken as given).
 
+    ``g_mean``/``g_var`` are gradients that reached the batch mean and the
+    biased variance; they add ``g_mean / m + g_var * 2 (x - mean) / m`` to dx.
     Used for second-order gradients and for lowering on the C backend.
     """
     work = mean.type.dtype
     m = symbolic_m(x, axes, work)
-    xhat = (pt.cast(x, work) - mean) * invstd
+    centred = pt.cast(x, work) - mean
+    xhat = centred * invstd
     dyw = pt.cast(dy, work)
-    dbeta = dyw.sum(axis=axes, keepdims=True)
-    dgamma = (dyw * xhat).sum(axis=axes, keepdims=True)
-    dx = (gamma * invstd) * (dyw - dbeta / m - xhat * (dgamma / m))
+
+    def sums():
+        return dyw.sum(axis=axes, keepdims=True), (dyw * xhat).sum(axis=axes, keepdims=True)
+
+    # dx gets its own copy of the sums: pytensor.grad's known_grads takes a
+    # known gradient as the whole gradient of its variable, so an output must
+    # not also be an intermediate of another output (the compiled graph
+    # merges the copies again).
+    dbeta_in, dgamma_in = sums()
+    dx = (gamma * invstd) * (dyw - dbeta_in / m - xhat * (dgamma_in / m))
+    if g_mean is not None:
+        dx = dx + g_mean / m + centred * (2 * g_var / m)
+    dbeta, dgamma = sums()
     return pt.cast(dx, x.type.dtype), dgamma, dbeta
 
 
 class BatchNormTrainGrad(Op):
-    """Gradient of :class:`BatchNormTrain`'s output w.r.t. ``x``, ``gamma``, ``beta``.
+    """Gradient of :class:`BatchNormTrain` w.r.t. ``x``, ``gamma``, ``beta``.
 
-    Inputs: ``x, dy, gamma, mean, invstd`` (the forward statistics).
-    It is differentiable itself, so second-order gradients work.
+    Inputs: ``x, dy, gamma, mean, invstd`` (the forward statistics) and,
+    optionally, ``g_mean, g_var``: gradients that reached the batch mean and
+    the biased variance, folded into ``dx`` in the same pass.  It is
+    differentiable itself, so second-order gradients work.
     """
 
     __props__ = ("axes",)
@@ -412,22 +472,26 @@ class BatchNormTrainGrad(Op):
     def __init__(self, axes: Sequence[int]):
         self.axes = tuple(int(a) for a in axes)
 
-    def make_node(self, x, dy, gamma, mean, invstd):
+    def make_node(self, x, dy, gamma, mean, invstd, *stat_grads):
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         dy = pt.cast(pt.as_tensor_variable(dy), x.type.dtype)
         if dy.ndim != x.ndim:
             raise ValueError(f"output gradient has ndim={dy.ndim}; expected {x.ndim}")
+        if len(stat_grads) not in (0, 2):
+            raise TypeError("BatchNormTrainGrad takes both g_mean and g_var, or neither")
         gamma = pt.as_tensor_variable(gamma)
         st_dtype = bn_dtypes(x.type.dtype, gamma.type.dtype)[1]
-        gamma = check_param(gamma, "gamma", x, self.axes, st_dtype)
-        mean = check_param(pt.as_tensor_variable(mean), "mean", x, self.axes, st_dtype)
-        invstd = check_param(pt.as_tensor_variable(invstd), "invstd", x, self.axes, st_dtype)
-        return Apply(self, [x, dy, gamma, mean, invstd], [x.type(), gamma.type(), gamma.type()])
+        params = [gamma, mean, invstd, *stat_grads]
+        names = ["gamma", "mean", "invstd", "g_mean", "g_var"]
+        params = [
+            check_param(pt.as_tensor_variable(p), n, x, self.axes, st_dtype)
+            for p, n in zip(params, names, strict=False)
+        ]
+        return Apply(self, [x, dy, *params], [x.type(), params[0].type(), params[0].type()])
 
     def perform(self, node, inputs, output_storage):
-        x, dy, gamma, mean, invstd = inputs
-        dx, dgamma, dbeta = np_train_backward(x, dy, gamma, mean, invstd, self.axes)
+        dx, dgamma, dbeta = np_train_backward(*inputs[:5], self.axes, *inputs[5:])
         st_dtype = node.outputs[1].type.dtype
         output_storage[0][0] = dx
         output_storage[1][0] = dgamma.astype(st_dtype)
@@ -438,28 +502,19 @@ class BatchNormTrainGrad(Op):
 
     def connection_pattern(self, node):
         # outputs: dx, dgamma, dbeta
-        return [
+        pattern = [
             [True, True, False],  # x
             [True, True, True],  # dy
             [True, False, False],  # gamma
             [True, True, False],  # mean
             [True, True, False],  # invstd
+            [True, False, False],  # g_mean
+            [True, False, False],  # g_var
         ]
+        return pattern[: len(node.inputs)]
 
     def pullback(self, inputs, outputs, cotangents):
-        graph_outs = train_grad_graph(self.axes, *inputs)
-        known = {
-            o: g for o, g in zip(graph_outs, cotangents, strict=True) if not is_disconnected(g)
-        }
-        if not known:
-            return [disconnected_type() for _ in inputs]
-        return pytensor.grad(
-            None,
-            list(inputs),
-            known_grads=known,
-            disconnected_inputs="ignore",
-            return_disconnected="disconnected",
-        )
+        return graph_pullback(lambda *args: train_grad_graph(self.axes, *args), inputs, cotangents)
 
 
 def inference_graph(x, gamma, beta, mean, var, epsilon):
@@ -504,16 +559,7 @@ class BatchNormInference(Op):
         return [shapes[0]]
 
     def pullback(self, inputs, outputs, cotangents):
-        (g_out,) = cotangents
-        if is_disconnected(g_out):
-            return [disconnected_type() for _ in inputs]
-        return pytensor.grad(
-            None,
-            list(inputs),
-            known_grads={inference_graph(*inputs): g_out},
-            disconnected_inputs="ignore",
-            return_disconnected="disconnected",
-        )
+        return graph_pullback(lambda *args: [inference_graph(*args)], inputs, cotangents)
 
 
 def std_apply_graph(x, gamma, beta, mean, std, dtype):
@@ -567,17 +613,8 @@ class BatchNormApply(Op):
         return [broadcast_shape(*shapes, arrays_are_shapes=True)]
 
     def pullback(self, inputs, outputs, cotangents):
-        (g_out,) = cotangents
-        if is_disconnected(g_out):
-            return [disconnected_type() for _ in inputs]
-        graph = std_apply_graph(*inputs, outputs[0].type.dtype)
-        return pytensor.grad(
-            None,
-            list(inputs),
-            known_grads={graph: g_out},
-            disconnected_inputs="ignore",
-            return_disconnected="disconnected",
-        )
+        dtype = outputs[0].type.dtype
+        return graph_pullback(lambda *args: [std_apply_graph(*args, dtype)], inputs, cotangents)
 
 
 __all__ = [

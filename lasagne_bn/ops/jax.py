@@ -17,8 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 from pytensor.link.jax.dispatch import jax_funcify
 
-from lasagne_bn.ops.bn import BatchNormApply, BatchNormInference, BatchNormTrain, BatchNormTrainGrad
-from lasagne_bn.ops.layout import reduced_size
+from lasagne_bn.ops.bn import (
+    BatchNormApply,
+    BatchNormInference,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+)
+from lasagne_bn.ops.layout import reduced_size, stat_shape
 
 
 def _work_dtype(dtype) -> jnp.dtype:
@@ -44,8 +49,8 @@ def train_forward(x, gamma, beta, epsilon, axes):
     return out.astype(x.dtype), shift + mu, invstd, var
 
 
-def train_backward(x, dy, gamma, mean, invstd, axes):
-    """Returns ``(dx, dgamma, dbeta)``."""
+def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
+    """Returns ``(dx, dgamma, dbeta)``; see ``BatchNormTrainGrad`` for g_mean/g_var."""
     work = _work_dtype(x.dtype)
     m = reduced_size(x.shape, axes)
     centred = x.astype(work) - mean.astype(work)
@@ -54,8 +59,24 @@ def train_backward(x, dy, gamma, mean, invstd, axes):
     dot = jnp.sum(dyw * centred, axis=axes, keepdims=True)
     inv = invstd.astype(work)
     k_dy = gamma.astype(work) * inv
-    dx = dyw * k_dy - centred * (k_dy * inv * inv * dot / m) - k_dy * dbeta / m
+    k_x = k_dy * inv * inv * dot / m
+    k_0 = k_dy * dbeta / m
+    if g_mean is not None:
+        k_x = k_x - 2 * g_var.astype(work) / m
+        k_0 = k_0 - g_mean.astype(work) / m
+    dx = dyw * k_dy - centred * k_x - k_0
     return dx.astype(x.dtype), dot * inv, dbeta
+
+
+def _check_shapes(op, x, names, params):
+    """Shapes are static under jit: check them while tracing, like the other backends."""
+    want = stat_shape(x.shape, op.axes)
+    for name, value in zip(names, params, strict=True):
+        if tuple(value.shape) != want:
+            raise ValueError(
+                f"{op}: {name} has shape {tuple(value.shape)} but inputs has shape "
+                f"{tuple(x.shape)}: expected {want}"
+            )
 
 
 def _check_m(op, x):
@@ -74,6 +95,9 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
 
     def batch_norm_train(x, gamma, beta, epsilon, *running):
         _check_m(op, x)
+        params = (gamma, beta, *running[1:])
+        names = ("gamma", "beta", "running_mean", "running_var")
+        _check_shapes(op, x, names[: len(params)], params)
         out, mean, invstd, var = train_forward(x, gamma, beta, epsilon, axes)
         results = (out, mean.astype(st), invstd.astype(st))
         if running:
@@ -92,9 +116,11 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
 
-    def batch_norm_train_grad(x, dy, gamma, mean, invstd):
+    def batch_norm_train_grad(x, dy, gamma, mean, invstd, *stat_grads):
         _check_m(op, x)
-        dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes)
+        names = ("gamma", "mean", "invstd", "g_mean", "g_var")
+        _check_shapes(op, x, names[: 3 + len(stat_grads)], (gamma, mean, invstd, *stat_grads))
+        dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes, *stat_grads)
         return dx, dgamma.astype(st), dbeta.astype(st)
 
     return batch_norm_train_grad
@@ -103,6 +129,7 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
 @jax_funcify.register(BatchNormInference)
 def jax_funcify_BatchNormInference(op, node, **kwargs):
     def batch_norm_inference(x, gamma, beta, mean, var, epsilon):
+        _check_shapes(op, x, ("gamma", "beta", "mean", "var"), (gamma, beta, mean, var))
         work = _work_dtype(x.dtype)
         scale = gamma.astype(work) / jnp.sqrt(var.astype(work) + jnp.asarray(epsilon, work))
         out = (x.astype(work) - mean.astype(work)) * scale + beta.astype(work)

@@ -27,16 +27,25 @@ from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_s
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
 from lasagne_bn.ops import numba_kernels
-from lasagne_bn.ops.bn import BatchNormApply, BatchNormInference, BatchNormTrain, BatchNormTrainGrad
+from lasagne_bn.ops.bn import (
+    BatchNormApply,
+    BatchNormInference,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+)
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
-KERNEL_VERSION = 4  # bump when generated code or kernels change: it keys the on-disk cache
+KERNEL_VERSION = 5  # bump when generated code or kernels change: it keys the on-disk cache
 
 
 class _FloatModelWithHalf(models.PrimitiveModel):
     """Numba's float model, plus float16 as LLVM ``half``."""
 
-    _llvm = {types.float16: ir.HalfType(), types.float32: ir.FloatType(), types.float64: ir.DoubleType()}
+    _llvm = {
+        types.float16: ir.HalfType(),
+        types.float32: ir.FloatType(),
+        types.float64: ir.DoubleType(),
+    }
 
     def __init__(self, dmm, fe_type):
         if fe_type not in self._llvm:
@@ -111,9 +120,7 @@ def _restore(ndim: int, axes: tuple[int, ...], src: str, dst: str, like: str) ->
     kept = kept_axes(axes, ndim)
     perm = kept + tuple(axes)
     inverse = tuple(int(i) for i in np.argsort(perm))
-    return [
-        f"{dst} = np.ascontiguousarray({src}.reshape({like}c.shape).transpose({inverse!r}))"
-    ]
+    return [f"{dst} = np.ascontiguousarray({src}.reshape({like}c.shape).transpose({inverse!r}))"]
 
 
 def _stat_shape_expr(ndim: int, axes: tuple[int, ...], ref: str) -> str:
@@ -148,8 +155,13 @@ def _vec(name: str) -> str:
     return f"np.ascontiguousarray({name}).reshape(C).astype(np.float64)"
 
 
-def _compile(name: str, body: list[str], args: list[str], kernels: tuple[str, ...] = (),
-             dtype: str = "float64"):
+def _compile(
+    name: str,
+    body: list[str],
+    args: list[str],
+    kernels: tuple[str, ...] = (),
+    dtype: str = "float64",
+):
     """Jit a generated wrapper; PyTensor caches it inside the whole graph's function.
 
     Each name in ``kernels`` becomes a local function ``<name>_fn`` that calls
@@ -247,8 +259,10 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
 @register_funcify_and_cache_key(BatchNormTrainGrad)
 def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
     axes, ndim = op.axes, node.inputs[0].ndim
+    with_stat_grads = len(node.inputs) > 5
     name = str(op)
     st = _dtype(node.outputs[1])
+    params = ["gamma", "mean", "invstd"] + (["g_mean", "g_var"] if with_stat_grads else [])
     body = _views(name, ndim, axes, ["x", "dy"])
     body += _m_check(name)
     body += [
@@ -256,23 +270,20 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
         f"        raise ValueError('{name}: the output gradient does not have the input shape')",
         f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}",
     ]
-    body += _check_lines(name, ["gamma", "mean", "invstd"])
+    body += _check_lines(name, params)
+    body += ["dx3 = np.empty((A, C, B), dtype=x.dtype)", "stats = np.zeros((7, C))"]
+    body += [f"stats[{row}] = {_vec(p)}" for row, p in enumerate(params)]
     body += [
-        "dx3 = np.empty((A, C, B), dtype=x.dtype)",
-        "stats = np.empty((5, C))",
-        f"stats[0] = {_vec('gamma')}",
-        f"stats[1] = {_vec('mean')}",
-        f"stats[2] = {_vec('invstd')}",
         "train_backward_fn(x3.ctypes, dy3.ctypes, A, C, B, stats.ctypes, dx3.ctypes)",
-        "dgamma = stats[3].copy()",
-        "dbeta = stats[4].copy()",
+        "dgamma = stats[5].copy()",
+        "dbeta = stats[6].copy()",
     ]
     body += _restore(ndim, axes, "dx3", "dx", "x")
     body.append(
         f"return dx, dgamma.astype({st}).reshape(st_shape), dbeta.astype({st}).reshape(st_shape)"
     )
     key = _key(op, node)
-    args = ["x", "dy", "gamma", "mean", "invstd"]
+    args = ["x", "dy", *params]
     dtype = node.inputs[0].type.dtype
     return _compile("batch_norm_train_grad", body, args, ("train_backward",), dtype), key
 

@@ -60,9 +60,7 @@ def _splits(n_items: int, n_groups: int) -> int:
 
 @kernel
 def _sums_inner(x3, y3, center, nsplit):
-    """Per channel: sum of ``y`` and of ``y * (x - center)``, inner > 1.
-
-    """
+    """Per channel: sum of ``y`` and of ``y * (x - center)``, inner > 1."""
     A, C, B = x3.shape
     s_y = np.zeros(C * nsplit)
     s_yx = np.zeros(C * nsplit)
@@ -199,7 +197,9 @@ def _grad_outer(x2, dy2, mean, k_dy, k_x, k_0, dx2):
     for a in prange(A):
         for c in range(C):
             dx2[a, c] = (
-                np.float64(dy2[a, c]) * k_dy[c] - (np.float64(x2[a, c]) - mean[c]) * k_x[c] - k_0[c]
+                np.float64(dy2[a, c]) * k_dy[c]
+                - (np.float64(x2[a, c]) - mean[c]) * k_x[c]
+                - k_0[c]
             )
 
 
@@ -239,16 +239,20 @@ def train_forward(x3, gamma, beta, epsilon, out3):
 
 
 @driver
-def train_backward(x3, dy3, gamma, mean, invstd, dx3):
-    """Fill ``dx3``; return float64 ``(dgamma, dbeta)`` per channel."""
+def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
+    """Fill ``dx3``; return float64 ``(dgamma, dbeta)`` per channel.
+
+    ``g_mean``/``g_var``: gradients that reached the batch mean and biased
+    variance (zeros when none), folded into the same elementwise pass.
+    """
     A, C, B = x3.shape
     if B == 1:
         s_dy, s_dyx = _sums_outer(x3.reshape((A, C)), dy3.reshape((A, C)), mean, _splits(A, 1))
     else:
         s_dy, s_dyx = _sums_inner(x3, dy3, mean, _splits(A, C))
     k_dy = gamma * invstd
-    k_x = k_dy * invstd * invstd * s_dyx / (A * B)
-    k_0 = k_dy * s_dy / (A * B)
+    k_x = (k_dy * invstd * invstd * s_dyx - 2.0 * g_var) / (A * B)
+    k_0 = (k_dy * s_dy - g_mean) / (A * B)
     if B == 1:
         _grad_outer(
             x3.reshape((A, C)), dy3.reshape((A, C)), mean, k_dy, k_x, k_0, dx3.reshape((A, C))
@@ -291,12 +295,12 @@ def _train_backward_entry(x_ptr, dy_ptr, A, C, B, stats_ptr, dx_ptr):
     x3 = numba.carray(x_ptr, (A, C, B))
     dy3 = numba.carray(dy_ptr, (A, C, B))
     dx3 = numba.carray(dx_ptr, (A, C, B))
-    # rows: gamma, mean, invstd in; dgamma, dbeta out
-    stats = numba.carray(stats_ptr, (5, C))
-    dgamma, dbeta = train_backward(x3, dy3, stats[0], stats[1], stats[2], dx3)
+    # rows: gamma, mean, invstd, g_mean, g_var in; dgamma, dbeta out
+    stats = numba.carray(stats_ptr, (7, C))
+    dgamma, dbeta = train_backward(x3, dy3, stats[0], stats[1], stats[2], stats[3], stats[4], dx3)
     for c in range(C):
-        stats[3, c] = dgamma[c]
-        stats[4, c] = dbeta[c]
+        stats[5, c] = dgamma[c]
+        stats[6, c] = dbeta[c]
     return 0
 
 

@@ -19,6 +19,7 @@ import importlib
 import pytensor.tensor as pt
 from pytensor.compile import optdb
 from pytensor.graph.rewriting.basic import GraphRewriter, dfs_rewriter, node_rewriter
+from pytensor.raise_op import CheckAndRaise
 
 from lasagne_bn.ops.bn import (
     BatchNormApply,
@@ -32,13 +33,29 @@ from lasagne_bn.ops.bn import (
 )
 
 
+def checked(x, op, *conditions):
+    """``x``, with the runtime checks the other backends make (ValueError)."""
+    messages = {
+        "m": f"{op}: training needs at least 2 values per statistic (m >= 2)",
+        "epsilon": f"{op}: epsilon must be > 0",
+        "factor": f"{op}: running_average_factor must be in [0, 1]",
+    }
+    for kind, condition in conditions:
+        x = CheckAndRaise(ValueError, messages[kind])(x, condition)
+    return x
+
+
 def lower_train(op: BatchNormTrain, inputs):
     """``BatchNormTrain`` as a plain graph with float64 statistics."""
     x, gamma, beta, epsilon = inputs[:4]
     axes = op.axes
     st_dtype = gamma.type.dtype
-    x64 = pt.cast(x, "float64")
     m = symbolic_m(x, axes, "float64")
+    conditions = [("m", pt.ge(m, 2)), ("epsilon", pt.gt(epsilon, 0))]
+    if len(inputs) > 4:
+        conditions.append(("factor", pt.and_(pt.ge(inputs[4], 0), pt.le(inputs[4], 1))))
+    x = checked(x, op, *conditions)
+    x64 = pt.cast(x, "float64")
     mean = x64.sum(axis=axes, keepdims=True) / m
     centred = x64 - mean
     var = pt.sqr(centred).sum(axis=axes, keepdims=True) / m
@@ -58,9 +75,13 @@ def local_lower_batch_norm(fgraph, node):
     if isinstance(op, BatchNormTrain):
         results = lower_train(op, node.inputs)
     elif isinstance(op, BatchNormTrainGrad):
-        results = list(train_grad_graph(op.axes, *node.inputs))
+        x, *rest = node.inputs
+        x = checked(x, op, ("m", pt.ge(symbolic_m(x, op.axes, "float64"), 2)))
+        results = list(train_grad_graph(op.axes, x, *rest))
     elif isinstance(op, BatchNormInference):
-        results = [inference_graph(*node.inputs)]
+        x, *rest = node.inputs
+        x = checked(x, op, ("epsilon", pt.gt(rest[-1], 0)))
+        results = [inference_graph(x, *rest)]
     else:
         results = [std_apply_graph(*node.inputs, node.outputs[0].type.dtype)]
     # Keep the exact output types (static shapes) the Op promised.

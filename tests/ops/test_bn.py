@@ -93,9 +93,7 @@ class Problem:
         self.rmean = rng.normal(0.0, 1.0, size=self.stat_shape).astype(dtype)
         self.rvar = rng.uniform(0.5, 2.0, size=self.stat_shape).astype(dtype)
         # weights of the loss sum(w_out*out) + sum(w_k * stat_k)
-        self.w = [rng.normal(size=shape)] + [
-            rng.normal(size=self.stat_shape) for _ in range(4)
-        ]
+        self.w = [rng.normal(size=shape)] + [rng.normal(size=self.stat_shape) for _ in range(4)]
         self.w_test = rng.normal(size=shape)
 
     def param(self, value, layout):
@@ -132,7 +130,7 @@ def compiled(case: str, mode_name: str, dtype: str = "float64"):
             x, g, b, axes=axes_arg, epsilon=EPS, running_average_factor=FACTOR, **kwargs
         )
         weights = [pt.as_tensor(prob.param(w, layout) if i else w) for i, w in enumerate(prob.w)]
-        loss = sum((w * o).sum() for w, o in zip(weights, outs))
+        loss = sum((w * o).sum() for w, o in zip(weights, outs, strict=False))
         wrt = [x, g, b] + ([rm, rv] if running else [])
         grads = pytensor.grad(loss, wrt)
         inputs += [x, g, b, rm, rv]
@@ -148,7 +146,9 @@ def compiled(case: str, mode_name: str, dtype: str = "float64"):
     fn = pytensor.function(inputs, outputs, mode=mode_for(mode_name), on_unused_input="ignore")
     args = []
     for layout, _ in VARIANTS:
-        args += [prob.x] + [prob.param(v, layout) for v in (prob.gamma, prob.beta, prob.rmean, prob.rvar)]
+        args += [prob.x] + [
+            prob.param(v, layout) for v in (prob.gamma, prob.beta, prob.rmean, prob.rvar)
+        ]
     args += [prob.x] + [
         prob.param(v, "reduced") for v in (prob.gamma, prob.beta, prob.rmean, prob.rvar)
     ]
@@ -186,10 +186,15 @@ def test_outputs_and_gradients_match_numpy(case, mode_name):
             value = got[pos + k]
             expected = want[k]
             if layout == "reduced" and k > 0:
-                expected = expected.reshape(value.shape) if expected.size == value.size else expected
+                expected = (
+                    expected.reshape(value.shape) if expected.size == value.size else expected
+                )
             tol = 1e-5 if k >= n_outs else 1e-9
             np.testing.assert_allclose(
-                value.reshape(expected.shape), expected, rtol=tol, atol=tol,
+                value.reshape(expected.shape),
+                expected,
+                rtol=tol,
+                atol=tol,
                 err_msg=f"{case} {mode_name} layout={layout} running={running} item={k}",
             )
             if layout == "reduced" and 0 < k < n_outs:
@@ -198,6 +203,9 @@ def test_outputs_and_gradients_match_numpy(case, mode_name):
     for k, expected in enumerate(ref["test"]):
         value = got[pos + k]
         np.testing.assert_allclose(
-            value.reshape(expected.shape), expected, rtol=1e-5 if k else 1e-9, atol=1e-5 if k else 1e-9,
+            value.reshape(expected.shape),
+            expected,
+            rtol=1e-5 if k else 1e-9,
+            atol=1e-5 if k else 1e-9,
             err_msg=f"{case} {mode_name} batch_normalization_test item={k}",
         )

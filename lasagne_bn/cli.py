@@ -1,0 +1,82 @@
+"""The ``lasagne-bn`` command line.
+
+Subcommands are registered, not hard-wired: this module knows the ones the
+library itself provides, and other packages (the ``compat`` migration layer)
+add theirs through the ``lasagne_bn.commands`` entry-point group, each entry
+pointing at a ``register(subparsers)`` function.  That keeps ``lasagne_bn``
+free of imports from ``compat``.
+
+A command handler receives the parsed arguments and returns an exit code.
+It raises :class:`UserError` for a mistake the user can fix (bad path,
+unknown mode); the CLI prints it as one line and exits with status 2, never
+with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+
+from lasagne_bn import __version__
+
+BUILTIN_COMMANDS = {
+    # name: "module:register"
+    "demo": "lasagne_bn.demo:register",
+    "bench": "lasagne_bn.bench:register",
+}
+
+
+class UserError(Exception):
+    """A mistake on the command line; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: one line, status 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _load(spec: str) -> Callable:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="lasagne-bn",
+        description=(
+            "Run, train and migrate Lasagne/Theano networks with batch normalization "
+            "on PyTensor 3."
+        ),
+        epilog="Example: lasagne-bn demo --epochs 3 --out demo-out",
+    )
+    parser.add_argument("--version", action="version", version=f"lasagne-bn {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    registrars = [_load(spec) for spec in BUILTIN_COMMANDS.values()]
+    registrars += [ep.load() for ep in entry_points(group="lasagne_bn.commands")]
+    for register in registrars:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``lasagne-bn``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except UserError as err:
+        print(f"lasagne-bn {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lasagne-bn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""Functions that work on whole networks: outputs, shapes, parameters.
+
+Names, arguments and results are those of ``lasagne.layers.helper``, plus
+one addition for PyTensor 3: ``get_output(..., return_updates=True)``
+returns the updates of layer state (batch-norm running averages, random
+generator states) instead of attaching them as ``default_update``\\ s.
+
+>>> import numpy as np, pytensor
+>>> from lasagne_bn.layers import InputLayer, DenseLayer, get_output, get_all_params
+>>> l_in = InputLayer((None, 4))
+>>> l_out = DenseLayer(l_in, num_units=2)
+>>> f = pytensor.function([l_in.input_var], get_output(l_out))
+>>> f(np.ones((3, 4))).shape
+(3, 2)
+>>> [p.name for p in get_all_params(l_out)]
+['W', 'b']
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from difflib import get_close_matches
+from itertools import chain
+from warnings import warn
+
+import numpy as np
+from pytensor.compile.sharedvalue import SharedVariable
+
+from lasagne_bn import utils
+
+__all__ = [
+    "collect_updates",
+    "count_params",
+    "get_all_layers",
+    "get_all_param_values",
+    "get_all_params",
+    "get_output",
+    "get_output_shape",
+    "set_all_param_values",
+]
+
+
+# --------------------------------------------------------------------------
+# explicit collection of state updates
+
+_ACTIVE_UPDATES: ContextVar[OrderedDict | None] = ContextVar(
+    "lasagne_bn_active_updates", default=None
+)
+
+
+@contextmanager
+def collect_updates() -> Iterator[OrderedDict]:
+    """Collect the state updates of the layer outputs built inside the block.
+
+    While the block runs, layers that keep state (batch-norm running
+    averages, dropout's random generators) put their updates into the
+    yielded dictionary instead of attaching ``default_update``\\ s to
+    shared variables.  Pass the dictionary to ``pytensor.function(...,
+    updates=...)`` together with the parameter updates.
+    ``get_output(..., return_updates=True)`` is a shortcut for this.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, BatchNormLayer, get_output
+    >>> bn = BatchNormLayer(InputLayer((None, 3)))
+    >>> with collect_updates() as updates:
+    ...     out = get_output(bn)
+    >>> [v.name for v in updates]
+    ['mean', 'inv_std']
+    """
+    updates: OrderedDict = OrderedDict()
+    token = _ACTIVE_UPDATES.set(updates)
+    try:
+        yield updates
+    finally:
+        _ACTIVE_UPDATES.reset(token)
+
+
+def active_updates() -> OrderedDict | None:
+    """The dictionary of the innermost :func:`collect_updates` block, or None.
+
+    Layers call this to choose between an explicit update (inside a block)
+    and Lasagne's ``default_update`` (outside).
+    """
+    return _ACTIVE_UPDATES.get()
+
+
+def add_update(updates: OrderedDict, var: SharedVariable, expr) -> None:
+    """Record ``var <- expr`` in ``updates``; a second update of ``var`` is an error."""
+    if var in updates:
+        raise ValueError(
+            f"{var} would be updated twice in one set of updates; build all outputs of one "
+            "function with a single get_output call (pass a list of layers)"
+        )
+    updates[var] = utils.match_type(expr, var.type, what=f"the update of {var}")
+
+
+# --------------------------------------------------------------------------
+# graph traversal
+
+
+def get_all_layers(layer, treat_as_input=None) -> list:
+    """All layers below (and including) the given layer(s), in topological order.
+
+    Every layer comes after the layers feeding into it; otherwise the order
+    is that of a depth-first walk over the inputs, first input first.
+
+    Parameters
+    ----------
+    layer : Layer or list of Layer
+        The output layer(s).
+    treat_as_input : iterable of Layer, optional
+        Layers whose inputs are not followed.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> l1 = InputLayer((None, 2)); l2 = DenseLayer(l1, 3); l3 = DenseLayer(l2, 1)
+    >>> get_all_layers(l3) == [l1, l2, l3]
+    True
+    """
+    try:
+        queue = deque(layer)
+    except TypeError:
+        queue = deque([layer])
+    seen = set()
+    done = set()
+    result = []
+    if treat_as_input is not None:
+        seen.update(treat_as_input)
+    while queue:
+        current = queue[0]
+        if current is None:
+            # a layer built from a shape tuple has no input layer
+            queue.popleft()
+        elif current not in seen:
+            # first visit: its inputs go in front of it, to be emitted first
+            seen.add(current)
+            if hasattr(current, "input_layers"):
+                queue.extendleft(reversed(current.input_layers))
+            elif hasattr(current, "input_layer"):
+                queue.appendleft(current.input_layer)
+        else:
+            # second visit (inputs done) or a cycle: emit it once
+            queue.popleft()
+            if current not in done:
+                result.append(current)
+                done.add(current)
+    return result
+
+
+def get_output(layer_or_layers, inputs=None, return_updates: bool = False, **kwargs):
+    """The output expression(s) of the given layer(s).
+
+    Parameters
+    ----------
+    layer_or_layers : Layer or list of Layer
+        The layer(s) whose output to compute.
+    inputs : None, expression, or dict
+        ``None`` uses each :class:`InputLayer`'s ``input_var``; a single
+        expression (or array) replaces the network's only input; a dict
+        maps layers (any layers, not only inputs) to expressions, which are
+        used instead of those layers' outputs.
+    return_updates : bool
+        If True, return ``(outputs, updates)``: the layers' state updates
+        (batch-norm running averages, dropout generator states) come back
+        as an ordered dict for ``pytensor.function(updates=...)``, and no
+        ``default_update`` is attached.  If False (Lasagne's behaviour),
+        state is updated through ``default_update``\\ s, which PyTensor
+        applies in any function whose graph contains the output.
+    **kwargs
+        Passed to every layer's ``get_output_for`` (``deterministic=True``,
+        ``batch_norm_use_averages=...``); a keyword no layer accepts gives
+        a warning.
+
+    Returns
+    -------
+    expression or list of expressions, or ``(outputs, updates)``
+
+    Examples
+    --------
+    >>> import pytensor
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> l_in = InputLayer((None, 4))
+    >>> net = batch_norm(DenseLayer(l_in, 3))
+    >>> out, updates = get_output(net, return_updates=True)
+    >>> f = pytensor.function([l_in.input_var], out, updates=updates)
+    """
+    if return_updates:
+        with collect_updates() as updates:
+            outputs = _get_output(layer_or_layers, inputs, kwargs)
+        return outputs, updates
+    return _get_output(layer_or_layers, inputs, kwargs)
+
+
+def _get_output(layer_or_layers, inputs, kwargs):
+    from lasagne_bn.layers.base import Layer, MergeLayer
+    from lasagne_bn.layers.input import InputLayer
+
+    if isinstance(inputs, dict):
+        for key in inputs:
+            if key is not None and not isinstance(key, Layer):
+                raise TypeError(
+                    f"The inputs dictionary keys must be lasagne_bn layers, not "
+                    f"{type(key).__name__} ({key!r})"
+                )
+    accepted_kwargs = {"deterministic"}
+    treat_as_input = list(inputs.keys()) if isinstance(inputs, dict) else []
+    all_layers = get_all_layers(layer_or_layers, treat_as_input)
+    all_outputs = {
+        layer: layer.input_var
+        for layer in all_layers
+        if isinstance(layer, InputLayer) and layer not in treat_as_input
+    }
+    if isinstance(inputs, dict):
+        all_outputs.update(
+            (layer, utils.as_theano_expression(expr)) for layer, expr in inputs.items()
+        )
+    elif inputs is not None:
+        if len(all_outputs) > 1:
+            raise ValueError(
+                "get_output() was called with a single input expression on a network with "
+                f"{len(all_outputs)} input layers; pass a dictionary mapping input layers to "
+                "expressions instead"
+            )
+        for input_layer in all_outputs:
+            all_outputs[input_layer] = utils.as_theano_expression(inputs)
+    for layer in all_layers:
+        if layer in all_outputs:
+            continue
+        try:
+            if isinstance(layer, MergeLayer):
+                layer_inputs = [all_outputs[il] for il in layer.input_layers]
+            else:
+                layer_inputs = all_outputs[layer.input_layer]
+        except KeyError:
+            raise ValueError(
+                f"get_output() was called without an input expression for the free-floating "
+                f"layer {layer!r}; pass a dictionary mapping this layer to an input expression"
+            ) from None
+        all_outputs[layer] = layer.get_output_for(layer_inputs, **kwargs)
+        try:
+            accepted_kwargs |= set(utils.inspect_kwargs(layer.get_output_for))
+        except (TypeError, ValueError):
+            pass
+        accepted_kwargs |= set(getattr(layer, "get_output_kwargs", ()))
+    unused = set(kwargs) - accepted_kwargs
+    if unused:
+        suggestions = []
+        for kwarg in sorted(unused):
+            close = get_close_matches(kwarg, accepted_kwargs)
+            suggestions.append(f"{kwarg} (perhaps you meant {close[0]})" if close else kwarg)
+        warn(
+            "get_output() was called with unused kwargs:\n\t" + "\n\t".join(suggestions),
+            stacklevel=3,
+        )
+    try:
+        return [all_outputs[layer] for layer in layer_or_layers]
+    except TypeError:
+        return all_outputs[layer_or_layers]
+
+
+def get_output_shape(layer_or_layers, input_shapes=None):
+    """The output shape(s) of the given layer(s), optionally for other input shapes.
+
+    Parameters
+    ----------
+    layer_or_layers : Layer or list of Layer
+    input_shapes : None, tuple, or dict
+        ``None`` uses the shapes the layers were built for; a tuple replaces
+        the only input layer's shape; a dict maps layers to shapes.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> l = DenseLayer(InputLayer((None, 4)), 3)
+    >>> get_output_shape(l), get_output_shape(l, (7, 4))
+    ((None, 3), (7, 3))
+    """
+    if input_shapes is None or input_shapes == {}:
+        try:
+            return [layer.output_shape for layer in layer_or_layers]
+        except TypeError:
+            return layer_or_layers.output_shape
+    from lasagne_bn.layers.base import MergeLayer
+    from lasagne_bn.layers.input import InputLayer
+
+    treat_as_input = list(input_shapes.keys()) if isinstance(input_shapes, dict) else []
+    all_layers = get_all_layers(layer_or_layers, treat_as_input)
+    all_shapes = {
+        layer: layer.shape
+        for layer in all_layers
+        if isinstance(layer, InputLayer) and layer not in treat_as_input
+    }
+    if isinstance(input_shapes, dict):
+        all_shapes.update(input_shapes)
+    else:
+        if len(all_shapes) > 1:
+            raise ValueError(
+                "get_output_shape() was called with a single input shape on a network with "
+                f"{len(all_shapes)} input layers; pass a dictionary of input shapes instead"
+            )
+        for input_layer in all_shapes:
+            all_shapes[input_layer] = input_shapes
+    for layer in all_layers:
+        if layer not in all_shapes:
+            if isinstance(layer, MergeLayer):
+                shapes = [all_shapes[il] for il in layer.input_layers]
+            else:
+                shapes = all_shapes[layer.input_layer]
+            all_shapes[layer] = layer.get_output_shape_for(shapes)
+    try:
+        return [all_shapes[layer] for layer in layer_or_layers]
+    except TypeError:
+        return all_shapes[layer_or_layers]
+
+
+# --------------------------------------------------------------------------
+# parameters
+
+
+def get_all_params(layer, unwrap_shared: bool = True, **tags) -> list:
+    """The parameters of all layers below (and including) ``layer``, without repeats.
+
+    The order is that of :func:`get_all_layers`, and within a layer the
+    order of :meth:`Layer.get_params`.  Tags filter as in ``get_params``
+    (``trainable=True``, ``regularizable=True``, ``batch_norm_stat=False``).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+    >>> [p.name for p in get_all_params(net)]
+    ['fc.W', 'fc_bn.beta', 'fc_bn.gamma', 'fc_bn.mean', 'fc_bn.inv_std']
+    >>> [p.name for p in get_all_params(net, trainable=True)]
+    ['fc.W', 'fc_bn.beta', 'fc_bn.gamma']
+    """
+    layers = get_all_layers(layer)
+    params = chain.from_iterable(
+        lyr.get_params(unwrap_shared=unwrap_shared, **tags) for lyr in layers
+    )
+    return utils.unique(params)
+
+
+def count_params(layer, **tags) -> int:
+    """Total number of parameter values (scalars) in the network, filtered by tags.
+
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> count_params(DenseLayer(InputLayer((None, 4)), 3))
+    15
+    """
+    params = get_all_params(layer, **tags)
+    return int(sum(int(np.prod(p.get_value(borrow=True).shape)) for p in params))
+
+
+def get_all_param_values(layer, **tags) -> list[np.ndarray]:
+    """Copies of the values of :func:`get_all_params`, in the same order."""
+    return [p.get_value() for p in get_all_params(layer, **tags)]
+
+
+def set_all_param_values(layer, values, **tags) -> None:
+    """Set the values of :func:`get_all_params` (same order, same tags).
+
+    Everything is checked before anything is set: with a wrong number of
+    values, a wrong shape, or a value that cannot be stored in a parameter's
+    dtype, a ``ValueError`` / ``TypeError`` names what is wrong and no
+    parameter changes.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> l = DenseLayer(InputLayer((None, 4)), 3)
+    >>> set_all_param_values(l, [np.zeros((4, 3)), np.ones(3)])
+    >>> set_all_param_values(l, [np.zeros((4, 3))])
+    Traceback (most recent call last):
+    ...
+    ValueError: mismatch: got 1 values to set 2 parameters (W, b)
+    """
+    params = get_all_params(layer, **tags)
+    values = list(values)
+    if len(params) != len(values):
+        names = ", ".join(str(p.name) for p in params)
+        raise ValueError(
+            f"mismatch: got {len(values)} values to set {len(params)} parameters ({names})"
+        )
+    checked = []
+    for i, (p, v) in enumerate(zip(params, values, strict=True)):
+        have = p.get_value(borrow=True).shape
+        shape = np.shape(v)
+        if have != shape:
+            raise ValueError(
+                f"mismatch: parameter {i} ({p.name}) has shape {have!r} but value {i} to set "
+                f"has shape {shape!r}; no parameter was changed"
+            )
+        container = p.container
+        try:
+            container.type.filter(
+                np.asarray(v), strict=container.strict, allow_downcast=container.allow_downcast
+            )
+        except TypeError as exc:
+            raise TypeError(
+                f"value {i} cannot be stored in parameter {i} ({p.name}, type {p.type}): "
+                f"{exc}; no parameter was changed"
+            ) from exc
+        checked.append((p, v))
+    for p, v in checked:
+        p.set_value(v)

@@ -1,0 +1,580 @@
+"""Normalization layers: :class:`BatchNormLayer` and :func:`batch_norm` (Lasagne
+master's), :class:`LocalResponseNormalization2DLayer`,
+:class:`StandardizationLayer`, :func:`instance_norm` and :func:`layer_norm`.
+
+The layers hold parameters; the numerics are the batch-normalization ops of
+:mod:`lasagne_bn.ops` (``batch_normalization_train`` / ``_test`` /
+``batch_normalization``), so every backend runs its fused kernels.
+
+Running averages
+----------------
+In training, :class:`BatchNormLayer` normalizes with the statistics of the
+mini-batch and updates exponential moving averages of them, which
+deterministic (test-time) outputs use.  The averages are kept current in
+one of two ways:
+
+- Lasagne's way (``get_output(net)``): the updates are ``default_update``\\ s
+  of memory-aliased clones of the stored statistics, so any
+  ``pytensor.function`` whose graph contains the training output updates
+  them, with no extra argument.
+- the explicit way (``get_output(net, return_updates=True)``): the updates
+  come back as a dict for ``pytensor.function(updates=...)`` and no
+  ``default_update`` is used (PyTensor 3 deprecates them).
+
+>>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, get_all_layers
+>>> net = batch_norm(DenseLayer(InputLayer((None, 8)), 4, name='fc'))
+>>> [type(l).__name__ for l in get_all_layers(net)]
+['InputLayer', 'DenseLayer', 'BatchNormLayer', 'NonlinearityLayer']
+>>> [l.name for l in get_all_layers(net)][1:]
+['fc', 'fc_bn', 'fc_bn_nonlin']
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Variable
+from pytensor.tensor.type import TensorType
+
+from lasagne_bn import init, nonlinearities, utils
+from lasagne_bn.layers.base import Layer
+from lasagne_bn.layers.helper import active_updates, add_update
+from lasagne_bn.layers.special import param_pattern
+from lasagne_bn.ops import (
+    batch_normalization,
+    batch_normalization_test,
+    batch_normalization_train,
+    moments,
+)
+
+__all__ = [
+    "BatchNormLayer",
+    "LocalResponseNormalization2DLayer",
+    "StandardizationLayer",
+    "batch_norm",
+    "instance_norm",
+    "layer_norm",
+]
+
+STAT_STORAGES = ("inv_std", "var")
+
+# Default initializers, kept as objects so that an explicitly passed
+# ``inv_std`` / ``var`` can be told from the default.
+_DEFAULT_INV_STD = init.Constant(1)
+_DEFAULT_VAR = init.Constant(1)
+
+
+def _normalize_axes(axes, ndim: int, what: str = "axes") -> tuple[int, ...]:
+    if isinstance(axes, str):
+        if axes != "auto":
+            raise ValueError(
+                f"{what}={axes!r} is not understood: expected 'auto', an int or a tuple of ints"
+            )
+        return (0, *range(2, ndim))
+    if isinstance(axes, utils.int_types):
+        axes = (axes,)
+    try:
+        items = list(axes)
+    except TypeError:
+        raise TypeError(f"{what}={axes!r} must be 'auto', an int or a tuple of ints") from None
+    result = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, utils.int_types):
+            raise TypeError(f"{what}={axes!r} must contain only ints, not {a!r}")
+        if not -ndim <= a < ndim:
+            raise ValueError(
+                f"{what}={tuple(items)!r} is out of range for a {ndim}-dimensional input"
+            )
+        result.append(int(a) % ndim)
+    if not result:
+        raise ValueError(f"{what}=() is empty: expected at least one axis to normalize over")
+    if len(set(result)) != len(result):
+        raise ValueError(f"{what}={tuple(items)!r} repeats an axis")
+    return tuple(sorted(result))
+
+
+def _check_scalar(value, name: str, low: float, high: float, low_open: bool):
+    if isinstance(value, Variable):
+        if value.ndim != 0:
+            raise ValueError(f"{name} must be a scalar; got a {value.ndim}-d tensor")
+        return value
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name}={value!r} must be a real number or a scalar tensor")
+    bad = (value <= low if low_open else value < low) or value > high or not np.isfinite(value)
+    if bad:
+        lo = "(" if low_open else "["
+        raise ValueError(
+            f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]"
+        )
+    return value
+
+
+def _aliased_clone(var: Variable, shape: tuple[int, ...], layer_name) -> SharedVariable:
+    """A second shared variable on ``var``'s memory, with the full static shape ``shape``.
+
+    Lasagne's trick: a ``default_update`` on the clone updates the stored
+    statistic only in functions whose graph contains the clone (training
+    functions), never in functions that just read ``var``.  The clone's
+    static shape is the parameter's, so update expressions have exactly its
+    type, as PyTensor requires.
+    """
+    if not isinstance(var, SharedVariable):
+        raise ValueError(
+            f"cannot update the running average {var} of layer {layer_name!r}: it is a "
+            f"{type(var).__name__}, not a shared variable; pass "
+            "batch_norm_update_averages=False, or give the layer a shared variable or an array"
+        )
+    if var.type.shape != shape:
+        value_shape = np.shape(var.get_value(borrow=True))
+        if value_shape != shape:
+            raise ValueError(
+                f"the running average {var} of layer {layer_name!r} holds a value of shape "
+                f"{value_shape}; expected {shape}"
+            )
+    clone_type = TensorType(var.type.dtype, shape=shape)
+    clone = type(var)(
+        name=var.name, type=clone_type, value=None, strict=None, container=var.container
+    )
+    clone.tag = copy.copy(var.tag)
+    return clone
+
+
+def _depends_on(value, *deps):
+    """``value``, made to depend on ``deps`` in the graph without using them.
+
+    Lasagne's running averages need their clones to be part of the training
+    output's graph, so that PyTensor finds and applies their default
+    updates, although the output does not use them.  ``second(d, v)`` is
+    ``v`` (broadcast to the shape of a scalar ``d``): it costs nothing once
+    rewrites remove it, a tiny reduction without them, and unlike Lasagne's
+    ``v + 0 * d`` it cannot turn into NaN when a statistic is not finite.
+    """
+    value = pt.as_tensor_variable(value)
+    for dep in deps:
+        value = pt.second(pt.sum(dep), value)
+    return value
+
+
+class BatchNormLayer(Layer):
+    """Batch normalization (Ioffe & Szegedy, 2015), as Lasagne master's layer.
+
+    ``y = (x - mean) * gamma * inv_std + beta``: in training with the
+    mini-batch's mean and ``inv_std = 1 / sqrt(var + epsilon)`` (biased
+    variance), at test time with stored averages of them.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+        The layer feeding into this one, or the input shape.
+    axes : 'auto', int or tuple of int
+        Axes to normalize over; ``'auto'`` is all but the second (the batch
+        axis for dense layers, plus the spatial axes for convolutions).
+    epsilon : float
+        Added to the variance before the square root; > 0.
+    alpha : float
+        Weight of each batch in the moving averages, in ``[0, 1]``.
+    beta : initializer, array, expression or None
+        Shift, shaped like the input without ``axes``; ``None`` fixes it to 0.
+        Trainable, not regularizable.
+    gamma : initializer, array, expression or None
+        Scale, same shape; ``None`` fixes it to 1.  Trainable, regularizable.
+    mean : initializer, array, expression
+        Stored mean (not trainable, tag ``batch_norm_stat``).
+    inv_std : initializer, array, expression
+        Stored ``1 / sqrt(var + epsilon)`` (with ``stat_storage='inv_std'``).
+    var : initializer, array, expression
+        Stored unbiased variance (with ``stat_storage='var'``); default 1.
+    stat_storage : 'inv_std' or 'var'
+        What the layer stores besides the mean.  ``'inv_std'`` (default) is
+        Lasagne's: parameters ``beta, gamma, mean, inv_std`` and the moving
+        average ``inv_std <- (1 - alpha) * inv_std + alpha * batch_inv_std``
+        (what legacy checkpoints hold).  ``'var'`` stores ``var`` instead and
+        averages the unbiased batch variance (``m / (m - 1)`` times the biased
+        one, ``m`` values per statistic), as Theano's
+        ``batch_normalization_train`` does; test outputs use
+        ``1 / sqrt(var + epsilon)``.
+    **kwargs
+        ``name`` and anything else :class:`Layer` takes.
+
+    Notes
+    -----
+    :func:`lasagne_bn.layers.get_output` keywords control the layer:
+    ``deterministic=True`` normalizes with the stored averages and does not
+    update them; ``batch_norm_use_averages`` and
+    ``batch_norm_update_averages`` (True / False) override each choice.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> bn = BatchNormLayer(InputLayer((None, 16, 8, 8)), name='bn')
+    >>> bn.axes, [p.name for p in bn.get_params()]
+    ((0, 2, 3), ['bn.beta', 'bn.gamma', 'bn.mean', 'bn.inv_std'])
+    >>> bn.mean.get_value().shape
+    (16,)
+    >>> BatchNormLayer(InputLayer((None, 16)), stat_storage='var').get_params()[-1].name
+    'var'
+    """
+
+    def __init__(
+        self,
+        incoming,
+        axes="auto",
+        epsilon=1e-4,
+        alpha=0.1,
+        beta=init.Constant(0),
+        gamma=init.Constant(1),
+        mean=init.Constant(0),
+        inv_std=_DEFAULT_INV_STD,
+        *,
+        var=_DEFAULT_VAR,
+        stat_storage: str = "inv_std",
+        **kwargs,
+    ):
+        super().__init__(incoming, **kwargs)
+        if stat_storage not in STAT_STORAGES:
+            raise ValueError(
+                f"stat_storage={stat_storage!r} is not known: expected 'inv_std' or 'var'"
+            )
+        if stat_storage == "inv_std" and var is not _DEFAULT_VAR:
+            raise ValueError("var is only used with stat_storage='var'; pass inv_std instead")
+        if stat_storage == "var" and inv_std is not _DEFAULT_INV_STD:
+            raise ValueError("inv_std is only used with stat_storage='inv_std'; pass var instead")
+        self.stat_storage = stat_storage
+        self.axes = _normalize_axes(axes, len(self.input_shape))
+        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        self.alpha = _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        shape = tuple(s for a, s in enumerate(self.input_shape) if a not in self.axes)
+        if any(s is None for s in shape):
+            raise ValueError(
+                "BatchNormLayer needs specified input sizes for all axes not normalized over; "
+                f"got input_shape={self.input_shape!r} with axes={self.axes!r}"
+            )
+        self.param_shape = shape
+        if beta is None:
+            self.beta = None
+        else:
+            self.beta = self.add_param(beta, shape, "beta", trainable=True, regularizable=False)
+        if gamma is None:
+            self.gamma = None
+        else:
+            self.gamma = self.add_param(gamma, shape, "gamma", trainable=True, regularizable=True)
+        stat_tags = {"trainable": False, "regularizable": False, "batch_norm_stat": True}
+        self.mean = self.add_param(mean, shape, "mean", **stat_tags)
+        if stat_storage == "inv_std":
+            self.inv_std = self.add_param(inv_std, shape, "inv_std", **stat_tags)
+        else:
+            self.var = self.add_param(var, shape, "var", **stat_tags)
+
+    # ---------------------------------------------------------------- helpers
+
+    @property
+    def _stat2(self):
+        """The stored statistic besides the mean: ``inv_std`` or ``var``."""
+        return self.inv_std if self.stat_storage == "inv_std" else self.var
+
+    def _scale_shift(self, dtype: str):
+        """``gamma`` and ``beta`` in reduced layout; constants where they are None."""
+        gamma = self.gamma if self.gamma is not None else pt.ones(self.param_shape, dtype=dtype)
+        beta = self.beta if self.beta is not None else pt.zeros(self.param_shape, dtype=dtype)
+        return gamma, beta
+
+    def _with_averages(self, input, gamma, beta, mean, stat2):
+        """Normalize ``input`` with given (stored) statistics."""
+        if self.stat_storage == "var":
+            return batch_normalization_test(
+                input, gamma, beta, mean, stat2, axes=self.axes, epsilon=self.epsilon
+            )
+        # Lasagne: (x - mean) * (gamma * inv_std) + beta.  The op computes
+        # (x - mean) * (g / std) + b; with g = gamma * inv_std and std = 1
+        # that is the same arithmetic, exactly.
+        pattern = param_pattern(self.axes, input.ndim)
+        scale = stat2 if self.gamma is None else gamma * stat2
+        one = pt.constant(1, dtype=scale.dtype)
+        zero = pt.constant(0, dtype=scale.dtype)
+        shift = zero if self.beta is None else beta.dimshuffle(pattern)
+        return batch_normalization(
+            input, scale.dimshuffle(pattern), shift, mean.dimshuffle(pattern), one
+        )
+
+    def _average_weights(self, dtype: str):
+        """``(1 - alpha, alpha)`` as scalars of ``dtype``."""
+        if isinstance(self.alpha, Variable):
+            alpha = pt.cast(self.alpha, dtype)
+            return pt.constant(1, dtype=dtype) - alpha, alpha
+        return pt.constant(1 - self.alpha, dtype=dtype), pt.constant(self.alpha, dtype=dtype)
+
+    # ----------------------------------------------------------------- output
+
+    def get_output_for(
+        self,
+        input,
+        deterministic=False,
+        batch_norm_use_averages=None,
+        batch_norm_update_averages=None,
+        **kwargs,
+    ):
+        """Normalize ``input``; which statistics, and whether to update the averages.
+
+        Parameters
+        ----------
+        input : tensor
+        deterministic : bool
+            Test time: use the stored averages and do not update them.
+        batch_norm_use_averages : bool or None
+            Normalize with the stored averages (True) or the batch's
+            statistics (False); None means ``deterministic``.
+        batch_norm_update_averages : bool or None
+            Update the stored averages with this batch's statistics; None
+            means ``not deterministic``.  Inside
+            ``get_output(..., return_updates=True)`` the updates are returned,
+            otherwise they are default updates of aliased clones.
+        """
+        use_averages = (
+            deterministic if batch_norm_use_averages is None else batch_norm_use_averages
+        )
+        update_averages = (
+            (not deterministic)
+            if batch_norm_update_averages is None
+            else batch_norm_update_averages
+        )
+        gamma, beta = self._scale_shift(input.dtype)
+        if not update_averages:
+            if use_averages:
+                return self._with_averages(input, gamma, beta, self.mean, self._stat2)
+            out, _, _ = batch_normalization_train(
+                input, gamma, beta, axes=self.axes, epsilon=self.epsilon
+            )
+            return out
+
+        updates = active_updates()
+        if updates is None:
+            # Lasagne's way: default updates on memory-aliased clones.  The
+            # graph reads the statistics only through the clones, never
+            # through the originals too: two variables on one buffer, one of
+            # them updated in place, gave wrong outputs (Numba, CVM).
+            run_mean = _aliased_clone(self.mean, self.param_shape, self.name)
+            run_stat2 = _aliased_clone(self._stat2, self.param_shape, self.name)
+        else:
+            run_mean, run_stat2 = self.mean, self._stat2
+
+        epsilon = self.epsilon
+        if self.stat_storage == "var":
+            _out, _, _, new_mean, new_stat2 = batch_normalization_train(
+                input,
+                gamma,
+                beta,
+                axes=self.axes,
+                epsilon=epsilon,
+                running_average_factor=self.alpha,
+                running_mean=run_mean,
+                running_var=run_stat2,
+            )
+        else:
+            if updates is None and not use_averages:
+                # The training output must depend on the clones for PyTensor
+                # to find their default updates.
+                epsilon = _depends_on(
+                    pt.as_tensor_variable(np.float64(epsilon)), run_mean, run_stat2
+                )
+            _out, batch_mean, batch_inv_std = batch_normalization_train(
+                input, gamma, beta, axes=self.axes, epsilon=epsilon
+            )
+            # Lasagne's formulas, in the statistics' dtype (as Theano with
+            # floatX=float32 computed them).
+            keep, take = self._average_weights(run_mean.dtype)
+            new_mean = keep * run_mean + take * batch_mean
+            new_stat2 = keep * run_stat2 + take * batch_inv_std
+
+        if updates is None:
+            utils.set_default_update(run_mean, new_mean)
+            utils.set_default_update(run_stat2, new_stat2)
+        else:
+            add_update(updates, self.mean, new_mean)
+            add_update(updates, self._stat2, new_stat2)
+
+        if use_averages:
+            return self._with_averages(input, gamma, beta, run_mean, run_stat2)
+        return _out
+
+
+def batch_norm(layer, **kwargs):
+    """Put batch normalization between a layer and its nonlinearity.
+
+    Modifies ``layer`` (irreversibly, as Lasagne does): its nonlinearity
+    becomes the identity and its bias ``b`` is removed (from ``layer.params``
+    too; it would be redundant).  On top come a :class:`BatchNormLayer`
+    (named ``<name>_bn``) and, if the layer had a nonlinearity, a
+    :class:`NonlinearityLayer` with it (``<name>_bn_nonlin``).  Works for any
+    layer with ``nonlinearity`` and ``b`` attributes (dense, convolution...).
+
+    Parameters
+    ----------
+    layer : Layer
+        The layer to normalize.
+    **kwargs
+        Passed to :class:`BatchNormLayer`; ``name`` names it (and the
+        nonlinearity layer ``name + '_nonlin'``).
+
+    Returns
+    -------
+    NonlinearityLayer or BatchNormLayer
+        The top layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_all_params
+    >>> l = batch_norm(DenseLayer(InputLayer((None, 784)), 500))
+    >>> [p.name for p in get_all_params(l)]
+    ['W', 'beta', 'gamma', 'mean', 'inv_std']
+    """
+    from lasagne_bn.layers.special import NonlinearityLayer
+
+    nonlinearity = getattr(layer, "nonlinearity", None)
+    if nonlinearity is not None:
+        layer.nonlinearity = nonlinearities.identity
+    if getattr(layer, "b", None) is not None:
+        del layer.params[layer.b]
+        layer.b = None
+    bn_name = kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + "_bn")
+    layer = BatchNormLayer(layer, name=bn_name, **kwargs)
+    if nonlinearity is not None:
+        nonlin_name = bn_name and bn_name + "_nonlin"
+        layer = NonlinearityLayer(layer, nonlinearity, name=nonlin_name)
+    return layer
+
+
+class LocalResponseNormalization2DLayer(Layer):
+    """Cross-channel local response normalization of ``(batch, channels, rows, cols)`` input.
+
+    ``y_i = x_i / (k + alpha * sum_j x_j**2) ** beta``, the sum running over
+    the ``n`` channels centred on ``i`` (zero beyond the edges).
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+    alpha, k, beta : float
+        See the formula.
+    n : int
+        Number of adjacent channels; must be odd.
+    """
+
+    def __init__(self, incoming, alpha=1e-4, k=2, beta=0.75, n=5, **kwargs):
+        super().__init__(incoming, **kwargs)
+        if len(self.input_shape) != 4:
+            raise ValueError(
+                f"LocalResponseNormalization2DLayer needs 4-d (b, c, 0, 1) input; got "
+                f"input_shape={self.input_shape!r}"
+            )
+        self.alpha = alpha
+        self.k = k
+        self.beta = beta
+        self.n = n
+        if n % 2 == 0:
+            raise NotImplementedError("Only works with odd n")
+
+    def get_output_shape_for(self, input_shape):
+        return input_shape
+
+    def get_output_for(self, input, **kwargs):
+        half_n = self.n // 2
+        # Sizes known when the layer was built are used as Python ints: JAX
+        # cannot build arrays whose shape is computed from a traced size.
+        sizes = [s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)]
+        batch, channels, rows, cols = sizes
+        sqr = pt.sqr(input)
+        padded = pt.zeros((batch, channels + 2 * half_n, rows, cols), dtype=input.dtype)
+        padded = pt.set_subtensor(padded[:, half_n : half_n + channels], sqr)
+        scale = pt.constant(self.k, dtype=input.dtype)
+        alpha = pt.constant(self.alpha, dtype=input.dtype)
+        for i in range(self.n):
+            scale = scale + alpha * padded[:, i : i + channels]
+        return input / scale ** pt.constant(self.beta, dtype=input.dtype)
+
+
+class StandardizationLayer(Layer):
+    """Standardize to zero mean and unit variance over ``axes``, per example.
+
+    Unlike batch normalization there are no parameters and no running
+    averages: train and test outputs are the same.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+    axes : 'auto', 'spatial', 'features', int or tuple of int
+        ``'auto'``: axis 1 for 2-d input, else all axes from 2 on;
+        ``'spatial'``: all axes from 2 on; ``'features'``: all but axis 0.
+    epsilon : float
+        Added to the (biased) variance.
+    """
+
+    def __init__(self, incoming, axes="auto", epsilon=1e-4, **kwargs):
+        super().__init__(incoming, **kwargs)
+        ndim = len(self.input_shape)
+        if isinstance(axes, str) and axes in ("auto", "spatial", "features"):
+            if axes == "auto":
+                axes = (1,) if ndim == 2 else tuple(range(2, ndim))
+            elif axes == "spatial":
+                axes = tuple(range(2, ndim))
+            else:
+                axes = tuple(range(1, ndim))
+        self.axes = _normalize_axes(axes, ndim)
+        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+
+    def get_output_for(self, input, **kwargs):
+        mean, var = moments(input, self.axes, keepdims=True)
+        std = pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype))
+        return pt.cast((input - mean) / std, input.dtype)
+
+
+def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
+    """Instance normalization: standardize each example's feature maps, then scale and shift.
+
+    Like :func:`batch_norm`, removes ``layer``'s bias, moves its nonlinearity
+    on top, and names the new layers ``<name>_in``, ``_in_scale``,
+    ``_in_bias``, ``_in_nonlin``.
+    """
+    from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
+
+    nonlinearity = getattr(layer, "nonlinearity", None)
+    if nonlinearity is not None:
+        layer.nonlinearity = nonlinearities.identity
+    if getattr(layer, "b", None) is not None:
+        del layer.params[layer.b]
+        layer.b = None
+    in_name = kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + "_in")
+    layer = StandardizationLayer(layer, axes="spatial", name=in_name, **kwargs)
+    if learn_scale:
+        layer = ScaleLayer(layer, shared_axes="auto", name=in_name and in_name + "_scale")
+    if learn_bias:
+        layer = BiasLayer(layer, shared_axes="auto", name=in_name and in_name + "_bias")
+    if nonlinearity is not None:
+        layer = NonlinearityLayer(layer, nonlinearity, name=in_name and in_name + "_nonlin")
+    return layer
+
+
+def layer_norm(layer, **kwargs):
+    """Layer normalization: standardize each example over all its features, then scale and shift.
+
+    Like :func:`batch_norm`, removes ``layer``'s bias, moves its nonlinearity
+    on top, and names the new layers ``<name>_ln``, ``_ln_scale``,
+    ``_ln_bias``, ``_ln_nonlin``.
+    """
+    from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
+
+    nonlinearity = getattr(layer, "nonlinearity", None)
+    if nonlinearity is not None:
+        layer.nonlinearity = nonlinearities.identity
+    ln_name = kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + "_ln")
+    if getattr(layer, "b", None) is not None:
+        del layer.params[layer.b]
+        layer.b = None
+    layer = StandardizationLayer(layer, axes="features", name=ln_name, **kwargs)
+    layer = ScaleLayer(layer, shared_axes="auto", name=ln_name and ln_name + "_scale")
+    layer = BiasLayer(layer, shared_axes="auto", name=ln_name and ln_name + "_bias")
+    if nonlinearity is not None:
+        layer = NonlinearityLayer(layer, nonlinearity, name=ln_name and ln_name + "_nonlin")
+    return layer

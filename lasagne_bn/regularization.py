@@ -1,0 +1,72 @@
+"""Weight penalties, with the names and defaults of ``lasagne.regularization``.
+
+>>> from lasagne_bn.layers import InputLayer, DenseLayer
+>>> from lasagne_bn.regularization import regularize_network_params, l2
+>>> import numpy as np
+>>> net = DenseLayer(InputLayer((None, 3)), 2, W=np.ones((3, 2)), b=None)
+>>> float(regularize_network_params(net, l2).eval())
+6.0
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
+
+from lasagne_bn.layers import Layer, get_all_params
+
+__all__ = [
+    "apply_penalty",
+    "l1",
+    "l2",
+    "regularize_layer_params",
+    "regularize_layer_params_weighted",
+    "regularize_network_params",
+]
+
+# Lasagne's default tags, read-only so the default cannot be changed by accident.
+_REGULARIZABLE = MappingProxyType({"regularizable": True})
+
+
+def l1(x) -> TensorVariable:
+    """Sum of absolute values."""
+    return pt.sum(abs(x))
+
+
+def l2(x) -> TensorVariable:
+    """Sum of squares (no 1/2 factor, as in Lasagne)."""
+    return pt.sum(x**2)
+
+
+def apply_penalty(tensor_or_tensors, penalty, **kwargs) -> TensorVariable:
+    """The penalty of one tensor, or the sum of the penalties of several."""
+    try:
+        return sum(penalty(x, **kwargs) for x in tensor_or_tensors)
+    except (TypeError, ValueError):
+        return penalty(tensor_or_tensors, **kwargs)
+
+
+def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> TensorVariable:
+    """Penalty of the parameters of one layer (or a list of layers), filtered by ``tags``."""
+    layers = [layer] if isinstance(layer, Layer) else layer
+    params = []
+    for lyr in layers:
+        params += lyr.get_params(**tags)
+    return apply_penalty(params, penalty, **kwargs)
+
+
+def regularize_layer_params_weighted(
+    layers, penalty, tags=_REGULARIZABLE, **kwargs
+) -> TensorVariable:
+    """Weighted sum of per-layer penalties; ``layers`` maps each layer to its coefficient."""
+    return sum(
+        coeff * apply_penalty(layer.get_params(**tags), penalty, **kwargs)
+        for layer, coeff in layers.items()
+    )
+
+
+def regularize_network_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> TensorVariable:
+    """Penalty of all parameters of the network below ``layer``, filtered by ``tags``."""
+    return apply_penalty(get_all_params(layer, **tags), penalty, **kwargs)

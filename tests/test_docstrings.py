@@ -1,0 +1,35 @@
+"""The examples in the docstrings of the layer package and the top-level modules run."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "lasagne_bn.utils",
+    "lasagne_bn.random",
+    "lasagne_bn.init",
+    "lasagne_bn.nonlinearities",
+    "lasagne_bn.objectives",
+    "lasagne_bn.regularization",
+    "lasagne_bn.updates",
+    "lasagne_bn.layers",
+    "lasagne_bn.layers.base",
+    "lasagne_bn.layers.helper",
+    "lasagne_bn.layers.input",
+    "lasagne_bn.layers.dense",
+    "lasagne_bn.layers.special",
+    "lasagne_bn.layers.shape",
+    "lasagne_bn.layers.merge",
+    "lasagne_bn.layers.noise",
+    "lasagne_bn.layers.normalization",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
