@@ -228,6 +228,10 @@ def _as_shape_input(shape, name: str) -> Variable:
         if len(shape) != 2:
             raise ValueError(f"{name}={shape!r}: expected the 2 spatial sizes (rows, cols)")
         for v in shape:
+            if v is None or isinstance(v, bool | float | str):
+                raise TypeError(
+                    f"{name}={shape!r}: each size must be an int or an int scalar tensor"
+                )
             if _is_int(v) and v < 1:
                 raise ValueError(f"{name}={shape!r}: sizes must be >= 1")
         shape = pt.stack([pt.cast(pt.as_tensor_variable(v), "int64") for v in shape])
@@ -734,7 +738,11 @@ def conv2d(
 
 def _as_4d(var, name):
     var = pt.as_tensor_variable(var)
-    _check_ndim(var, name, 4, "(batch, channels, rows, cols)" if name != "filters" else "")
+    layouts = {
+        "filters": "(out channels, in channels // num_groups, rows, cols)",
+        "output_grad": "(batch, out channels, rows, cols)",
+    }
+    _check_ndim(var, name, 4, layouts.get(name, "(batch, channels, rows, cols)"))
     return var
 
 

@@ -262,6 +262,10 @@ def test_transposed_convolution_functions_match_gradients():
     got_x, got_w = fn(r, w, x)
     np.testing.assert_allclose(got_x, gx, atol=1e-10)
     np.testing.assert_allclose(got_w, gw, atol=1e-10)
+    with pytest.raises(
+        TypeError, match=r"input_shape\[2:\]=\[None, 9\]: each size must be an int"
+    ):
+        conv2d_grad_wrt_inputs(rv, wv, (None, None, None, 9), **kw)
     # an input size that a stride cannot give is refused when it is known
     with pytest.raises(ValueError, match="output gradient has"):
         conv2d_grad_wrt_inputs(
