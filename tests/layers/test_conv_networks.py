@@ -146,3 +146,25 @@ def test_dcgan_generator_with_batch_norm_trains(mode, seeded_init):
     assert losses[-1] < 0.5 * losses[0], losses
     sample = pytensor.function([l_z.input_var], get_output(net, deterministic=True), mode=mode)
     assert sample(z).shape == (12, 1, 16, 16)
+
+
+def test_conv_net_trains_alternately_under_jax_and_numba(seeded_init):
+    """One set of shared parameters, updated by JAX and Numba functions in turn."""
+    l_in = InputLayer((None, 2, 8, 8))
+    net = batch_norm(Conv2DLayer(l_in, 4, 3, pad="same"))
+    net = MaxPool2DLayer(net, 2)
+    net = DenseLayer(GlobalPoolLayer(net), 2, nonlinearity=softmax)
+    y = pt.ivector("y")
+    out, state = get_output(net, return_updates=True)
+    loss = objectives.aggregate(objectives.categorical_crossentropy(out, y))
+    upd = updates.sgd(loss, get_all_params(net, trainable=True), 0.1)
+    upd.update(state)
+    train_jax = pytensor.function([l_in.input_var, y], loss, updates=upd, mode="JAX")
+    train_numba = pytensor.function([l_in.input_var, y], loss, updates=upd)
+    x = np.random.RandomState(0).randn(6, 2, 8, 8).astype(np.float32)
+    x[::2, :, :4] += 1.5
+    target = np.array([0, 1] * 3, dtype=np.int32)
+    losses = [float(f(x, target)) for f in (train_jax, train_numba) * 4]
+    assert losses[-1] < losses[0], losses
+    evaluate = pytensor.function([l_in.input_var], get_output(net, deterministic=True))
+    assert evaluate(x).shape == (6, 2)
