@@ -292,8 +292,9 @@ class Worker:
             raise RuntimeError(f"worker {self.name} died")
         return line.strip()
 
-    def step(self, kind: str) -> float:
-        self.proc.stdin.write(kind + "\n")
+    def step(self, kind: str, calls: int = 1) -> float:
+        """Mean ms per call over ``calls`` back-to-back calls."""
+        self.proc.stdin.write(f"{kind} {calls}\n")
         self.proc.stdin.flush()
         return float(self._read())
 
@@ -311,23 +312,36 @@ def worker_loop(name: str, shape_key: str) -> None:
         block(step())
     print(time.perf_counter() - t, flush=True)
     for line in sys.stdin:
-        kind = line.strip()
-        if kind == "quit":
+        if line.strip() == "quit":
             return
+        kind, calls = line.split()
         t = time.perf_counter()
-        block(steps[kind]())
-        print((time.perf_counter() - t) * 1e3, flush=True)
+        for _ in range(int(calls)):
+            block(steps[kind]())
+        print((time.perf_counter() - t) * 1e3 / int(calls), flush=True)
+
+
+SAMPLE_MS = 30.0  # each sample: back-to-back calls for about this long
 
 
 def time_interleaved(workers: dict[str, Worker], kind: str, reps: int) -> dict[str, float]:
-    """Median ms per step; implementations run in a rotating order each rep."""
+    """Median ms per call; implementations run in a rotating order each rep.
+
+    Each sample averages back-to-back calls (as in a training loop, so
+    thread pools stay awake) lasting about SAMPLE_MS; a short pause between
+    workers lets the previous one's spinning threads go to sleep.
+    """
     names = list(workers)
+    calls = {}
+    for name in names:
+        single = workers[name].step(kind)
+        calls[name] = max(1, min(200, int(SAMPLE_MS / max(single, 1e-3))))
     samples: dict[str, list[float]] = {n: [] for n in names}
     for rep in range(reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]
         for name in order:
-            time.sleep(0.01)  # let the previous worker's spinning threads sleep
-            samples[name].append(workers[name].step(kind))
+            time.sleep(0.01)
+            samples[name].append(workers[name].step(kind, calls[name]))
     return {n: statistics.median(v) for n, v in samples.items()}
 
 
