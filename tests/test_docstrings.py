@@ -25,6 +25,7 @@ MODULES = [
     "lasagne_bn.layers.merge",
     "lasagne_bn.layers.noise",
     "lasagne_bn.layers.normalization",
+    "lasagne_bn.layers.bn_storage",
 ]
 
 

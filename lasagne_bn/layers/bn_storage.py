@@ -1,0 +1,338 @@
+"""Converting batch-norm statistics between the ``inv_std`` and ``var`` storages.
+
+A :class:`~lasagne_bn.layers.BatchNormLayer` stores, besides the mean,
+either Lasagne's ``inv_std = 1 / sqrt(var + epsilon)`` (``stat_storage=
+'inv_std'``, what every legacy Lasagne checkpoint holds) or the variance
+itself (``stat_storage='var'``, Theano's ``batch_normalization_test``
+convention).  The two describe the same test-time normalization::
+
+    var     = 1 / inv_std**2 - epsilon
+    inv_std = 1 / sqrt(var + epsilon)
+
+This module converts
+
+- arrays: :func:`inv_std_to_var`, :func:`var_to_inv_std`;
+- layers and whole networks, in place: :func:`convert_stat_storage`;
+- flat lists of parameter values (the order of
+  :func:`~lasagne_bn.layers.get_all_params`, what ``np.savez(f,
+  *get_all_param_values(net))`` files hold): :func:`convert_param_values`,
+  with :func:`bn_stat_indices` telling where the statistics sit.
+
+It does no file I/O (:mod:`compat.io` reads and writes legacy files on top
+of it).
+
+>>> import numpy as np
+>>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, get_all_param_values
+>>> net = batch_norm(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+>>> [layer.name for layer in convert_stat_storage(net, 'var')]
+['fc_bn']
+>>> net.input_layer.stat_storage, [p.name for p in net.input_layer.get_params()]
+('var', ['fc_bn.beta', 'fc_bn.gamma', 'fc_bn.mean', 'fc_bn.var'])
+>>> net.input_layer.var.get_value().round(6).tolist()   # from the initial inv_std = 1
+[0.9999, 0.9999, 0.9999]
+>>> values = convert_param_values(net, get_all_param_values(net), to_storage='inv_std')
+>>> np.allclose(values[-1], 1.0)
+True
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Variable
+
+from lasagne_bn import utils
+from lasagne_bn.layers.helper import get_all_layers, get_all_params
+from lasagne_bn.layers.normalization import STAT_STORAGES, BatchNormLayer
+
+__all__ = [
+    "bn_stat_indices",
+    "convert_param_values",
+    "convert_stat_storage",
+    "inv_std_to_var",
+    "layer_epsilon",
+    "var_to_inv_std",
+]
+
+
+def _check_storage(value, what: str, allow_none: bool = False):
+    if value is None and allow_none:
+        return value
+    if value not in STAT_STORAGES:
+        expected = "'inv_std' or 'var'" + (" (or None)" if allow_none else "")
+        raise ValueError(f"{what}={value!r} is not a statistic storage: expected {expected}")
+    return value
+
+
+def _check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.floating):
+        raise TypeError(f"epsilon={epsilon!r} must be a positive number")
+    if not np.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon={epsilon!r} is out of range: expected a finite number > 0")
+    return float(epsilon)
+
+
+def _as_float_array(values, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind not in "fiu":
+        raise TypeError(f"{name} has dtype {array.dtype}; expected a real floating-point array")
+    return array
+
+
+def _result_dtype(array: np.ndarray):
+    return array.dtype if array.dtype.kind == "f" else np.dtype("float64")
+
+
+def inv_std_to_var(inv_std, epsilon: float) -> np.ndarray:
+    """The variance that a stored ``inv_std`` stands for: ``1 / inv_std**2 - epsilon``.
+
+    Computed in float64 and returned in the input's dtype.  ``inv_std`` is
+    at most ``1 / sqrt(epsilon)`` for any true variance; values just above
+    that (rounding) give variance 0.
+
+    Raises
+    ------
+    ValueError
+        If a value is not finite and > 0.
+
+    >>> inv_std_to_var(np.array([0.5, 1.0]), 1e-4).tolist()
+    [3.9999, 0.9999]
+    """
+    epsilon = _check_epsilon(epsilon)
+    array = _as_float_array(inv_std, "inv_std")
+    wide = array.astype(np.float64)
+    bad = ~(np.isfinite(wide) & (wide > 0))
+    if bad.any():
+        first = wide[bad].flat[0]
+        raise ValueError(
+            f"inv_std holds {int(bad.sum())} value(s) that are not finite and > 0 (e.g. "
+            f"{first!r}); an inverse standard deviation must be positive"
+        )
+    var = np.maximum(1.0 / np.square(wide) - epsilon, 0.0)
+    return var.astype(_result_dtype(array))
+
+
+def var_to_inv_std(var, epsilon: float) -> np.ndarray:
+    """The stored ``inv_std`` for a variance: ``1 / sqrt(var + epsilon)``.
+
+    Computed in float64 and returned in the input's dtype.
+
+    Raises
+    ------
+    ValueError
+        If a value is not finite, or ``var + epsilon`` is not > 0.
+
+    >>> var_to_inv_std(np.array([3.9999, 0.9999]), 1e-4).tolist()
+    [0.5, 1.0]
+    """
+    epsilon = _check_epsilon(epsilon)
+    array = _as_float_array(var, "var")
+    wide = array.astype(np.float64)
+    bad = ~(np.isfinite(wide) & (wide + epsilon > 0))
+    if bad.any():
+        first = wide[bad].flat[0]
+        raise ValueError(
+            f"var holds {int(bad.sum())} value(s) that are not finite or not > -epsilon "
+            f"(e.g. {first!r}); a variance must be >= 0"
+        )
+    return (1.0 / np.sqrt(wide + epsilon)).astype(_result_dtype(array))
+
+
+def layer_epsilon(layer: BatchNormLayer, epsilon: float | None = None) -> float:
+    """The layer's epsilon as a number (``epsilon`` if given, which wins).
+
+    A symbolic epsilon is accepted when it is a constant.
+
+    Raises
+    ------
+    ValueError
+        If the layer's epsilon is a symbolic expression with no constant
+        value and no ``epsilon`` was given.
+    """
+    if epsilon is not None:
+        return _check_epsilon(epsilon)
+    value = layer.epsilon
+    if isinstance(value, Variable):
+        from pytensor.tensor.basic import get_underlying_scalar_constant_value
+        from pytensor.tensor.exceptions import NotScalarConstantError
+
+        try:
+            value = float(get_underlying_scalar_constant_value(value))
+        except NotScalarConstantError:
+            raise ValueError(
+                f"layer {layer.name!r} has a symbolic epsilon ({layer.epsilon}); pass "
+                "epsilon=<number> to convert its statistics"
+            ) from None
+    return _check_epsilon(float(value))
+
+
+def _bn_layers(layer_or_network) -> list[BatchNormLayer]:
+    if isinstance(layer_or_network, BatchNormLayer):
+        return [layer_or_network]
+    try:
+        layers = get_all_layers(layer_or_network)
+    except Exception as exc:
+        raise TypeError(
+            f"layer_or_network={layer_or_network!r} must be a layer or a list of layers ({exc})"
+        ) from exc
+    if not all(hasattr(layer, "output_shape") for layer in layers):
+        raise TypeError(
+            f"layer_or_network={layer_or_network!r} must be a layer or a list of layers"
+        )
+    return [layer for layer in layers if isinstance(layer, BatchNormLayer)]
+
+
+def convert_stat_storage(
+    layer_or_network, to: str, *, epsilon: float | None = None
+) -> list[BatchNormLayer]:
+    """Switch batch-norm layers to another statistic storage, in place.
+
+    Every :class:`BatchNormLayer` in ``layer_or_network`` (a layer, a list of
+    output layers, or one BatchNormLayer) whose ``stat_storage`` is not
+    ``to`` gets a new shared variable for its second statistic, holding the
+    converted values, in the place of the old one: same position in
+    ``layer.params`` (so :func:`~lasagne_bn.layers.get_all_params` keeps its
+    order and length), same tags, name ending in ``to``.  Deterministic
+    outputs stay the same up to rounding.
+
+    Functions compiled before the conversion keep using the old variable;
+    compile again afterwards.  Training after a conversion averages the new
+    statistic (``var`` averages the unbiased batch variance, ``inv_std`` the
+    batch ``inv_std``), so continued training differs slightly between the
+    storages.
+
+    Parameters
+    ----------
+    layer_or_network : Layer or list of Layer
+    to : 'inv_std' or 'var'
+    epsilon : float, optional
+        Use this epsilon instead of each layer's own.
+
+    Returns
+    -------
+    list of BatchNormLayer
+        The layers that were converted (in network order).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``to``, a statistic that is an expression rather than
+        a shared variable, or values that cannot be converted (then no
+        layer is changed).
+    """
+    _check_storage(to, "to")
+    todo = [layer for layer in _bn_layers(layer_or_network) if layer.stat_storage != to]
+    # Compute every new value first: a failure leaves all layers as they were.
+    prepared = []
+    for layer in todo:
+        old = layer._stat2
+        if not isinstance(old, SharedVariable):
+            raise ValueError(
+                f"layer {layer.name!r} stores its {layer.stat_storage} as an expression "
+                f"({old}), not a shared variable; it cannot be converted"
+            )
+        eps = layer_epsilon(layer, epsilon)
+        value = old.get_value()
+        try:
+            if to == "var":
+                new_value = inv_std_to_var(value, eps)
+            else:
+                new_value = var_to_inv_std(value, eps)
+        except ValueError as exc:
+            raise ValueError(f"layer {layer.name!r}: {exc}; no layer was changed") from exc
+        prepared.append((layer, old, new_value))
+    for layer, old, new_value in prepared:
+        name = f"{layer.name}.{to}" if layer.name is not None else to
+        new = utils.create_param(new_value, layer.param_shape, name)
+        layer.params = OrderedDict(
+            (new if param is old else param, tags) for param, tags in layer.params.items()
+        )
+        delattr(layer, layer.stat_storage)
+        setattr(layer, to, new)
+        layer.stat_storage = to
+    return [layer for layer, _, _ in prepared]
+
+
+def bn_stat_indices(network, **tags) -> list[tuple[int, BatchNormLayer]]:
+    """Where each batch-norm layer's second statistic sits in ``get_all_params(network)``.
+
+    Returns ``(index, layer)`` pairs, in parameter order; layers whose
+    statistic is not among the (tag-filtered) parameters are left out.
+
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+    >>> [(i, layer.name) for i, layer in bn_stat_indices(net)]
+    [(4, 'fc_bn')]
+    """
+    params = get_all_params(network, **tags)
+    position = {id(p): i for i, p in enumerate(params)}
+    result = []
+    for layer in _bn_layers(network):
+        stat = layer._stat2
+        if isinstance(stat, SharedVariable) and id(stat) in position:
+            result.append((position[id(stat)], layer))
+    return sorted(result, key=lambda pair: pair[0])
+
+
+def convert_param_values(
+    network,
+    values: Sequence,
+    *,
+    from_storage: str | None = None,
+    to_storage: str | None = None,
+    epsilon: float | None = None,
+    **tags,
+) -> list[np.ndarray]:
+    """Express the batch-norm statistics in a list of parameter values in another storage.
+
+    ``values`` are in the order of ``get_all_params(network, **tags)`` (what
+    ``get_all_param_values`` returns and legacy ``.npz`` files hold).  Each
+    batch-norm layer's second statistic is read as ``from_storage`` and
+    returned as ``to_storage``; ``None`` means "as that layer stores it".
+    Other values are returned as they are (the same objects).  Nothing in
+    the network changes.
+
+    Typical uses::
+
+        # save in Lasagne's format, whatever the layers store
+        values = convert_param_values(net, get_all_param_values(net), to_storage='inv_std')
+        # load a legacy (inv_std) file into a network of any storage
+        set_all_param_values(net, convert_param_values(net, legacy, from_storage='inv_std'))
+
+    Raises
+    ------
+    ValueError
+        If the number of values differs from the number of parameters, a
+        statistic has the wrong shape, or holds values that cannot be
+        converted; the message names the parameter.
+    """
+    _check_storage(from_storage, "from_storage", allow_none=True)
+    _check_storage(to_storage, "to_storage", allow_none=True)
+    values = list(values)
+    params = get_all_params(network, **tags)
+    if len(values) != len(params):
+        raise ValueError(f"got {len(values)} values for a network with {len(params)} parameters")
+    result = list(values)
+    for index, layer in bn_stat_indices(network, **tags):
+        src = from_storage or layer.stat_storage
+        dst = to_storage or layer.stat_storage
+        if src == dst:
+            continue
+        array = np.asarray(values[index])
+        if array.shape != layer.param_shape:
+            raise ValueError(
+                f"value {index} ({params[index].name}) has shape {array.shape}; expected "
+                f"{layer.param_shape}"
+            )
+        eps = layer_epsilon(layer, epsilon)
+        try:
+            if dst == "var":
+                result[index] = inv_std_to_var(array, eps)
+            else:
+                result[index] = var_to_inv_std(array, eps)
+        except ValueError as exc:
+            raise ValueError(f"value {index} ({params[index].name}): {exc}") from exc
+    return result
