@@ -15,6 +15,8 @@ the same name, so ``from lasagne_bn.layers import *`` reads like Lasagne.
 from lasagne_bn import _aliasing  # noqa: F401  (registers the aliased-input rewrite)
 from lasagne_bn.layers.base import *  # noqa: F403
 from lasagne_bn.layers.base import __all__ as _base_all
+from lasagne_bn.layers.conv import *  # noqa: F403
+from lasagne_bn.layers.conv import __all__ as _conv_all
 from lasagne_bn.layers.dense import *  # noqa: F403
 from lasagne_bn.layers.dense import __all__ as _dense_all
 from lasagne_bn.layers.helper import *  # noqa: F403
@@ -27,6 +29,8 @@ from lasagne_bn.layers.noise import *  # noqa: F403
 from lasagne_bn.layers.noise import __all__ as _noise_all
 from lasagne_bn.layers.normalization import *  # noqa: F403
 from lasagne_bn.layers.normalization import __all__ as _normalization_all
+from lasagne_bn.layers.pool import *  # noqa: F403
+from lasagne_bn.layers.pool import __all__ as _pool_all
 from lasagne_bn.layers.shape import *  # noqa: F403
 from lasagne_bn.layers.shape import __all__ as _shape_all
 from lasagne_bn.layers.special import *  # noqa: F403
@@ -42,4 +46,6 @@ __all__ = [
     *_merge_all,
     *_normalization_all,
     *_special_all,
+    *_conv_all,
+    *_pool_all,
 ]

@@ -12,7 +12,9 @@ the C-backend lowering, and a hook that registers the JAX kernels the first
 time a function is compiled in JAX mode (so importing costs no JAX import).
 """
 
+from lasagne_bn.ops import conv_rewrites as _conv_rewrites  # noqa: F401
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
+from lasagne_bn.ops import numba_conv as _numba_conv_registrations  # noqa: F401
 from lasagne_bn.ops import rewrites as _rewrites  # noqa: F401
 from lasagne_bn.ops.api import (
     batch_normalization,

@@ -207,27 +207,44 @@ def _check_scalar(value: float, name: str, low: float, high: float, low_open: bo
         raise ValueError(f"{name}={value} is out of range: expected a value in {lo}{low}, {high}]")
 
 
+def _channel_dot(axes: tuple[int, ...], ndim: int) -> str:
+    """``einsum`` subscripts for a per-channel sum of products, e.g. 'abcd,abcd->b'."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[:ndim]
+    kept = "".join(letters[i] for i in range(ndim) if i not in axes)
+    return f"{letters},{letters}->{kept}"
+
+
+def _per_channel_dot(a, b, axes):
+    """Sum of ``a * b`` over ``axes`` (keepdims), without a full-size temporary."""
+    dot = np.einsum(_channel_dot(axes, a.ndim), a, b)
+    return dot.reshape(stat_shape(a.shape, axes)).astype(np.float64)
+
+
 def np_train_forward(x, gamma, beta, epsilon, axes):
     """Training forward pass: ``(out, mean, invstd, biased var)``.
 
-    Statistics come back in float64; the caller casts them.
+    Works in one output-sized buffer: shifted data, then centred data, then
+    the output, in place; the sums of squares and products come from
+    ``einsum`` (no temporaries).  Statistics come back in float64.
     """
     axes = tuple(axes)
     m = _check_runtime(x, axes, gamma=gamma, beta=beta)
     _check_m(m, x, axes)
     _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
-    work = x.astype(acc_dtype(x.dtype), copy=False)
+    work = acc_dtype(x.dtype)
     first = tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))
-    shift = work[first]
-    centred = work - shift
-    mean_shifted = centred.mean(axis=axes, keepdims=True, dtype=np.float64)
-    centred -= mean_shifted.astype(centred.dtype)
-    var = np.square(centred).mean(axis=axes, keepdims=True, dtype=np.float64)
+    shift = x[first].astype(work)
+    buf = np.subtract(x, shift, dtype=work)
+    mean_shifted = buf.sum(axis=axes, keepdims=True, dtype=work).astype(np.float64) / m
+    # Shifted two-moment variance: both terms are of the data's spread, not
+    # of its offset from zero, so nothing large cancels.
+    var = np.maximum(_per_channel_dot(buf, buf, axes) / m - mean_shifted**2, 0.0)
     invstd = 1.0 / np.sqrt(var + float(epsilon))
-    centred *= (gamma * invstd).astype(centred.dtype)
-    centred += beta.astype(centred.dtype)
+    scale = gamma * invstd
+    buf *= scale.astype(work)
+    buf += (beta - mean_shifted * scale).astype(work)
     mean = shift.astype(np.float64) + mean_shifted
-    return centred.astype(x.dtype, copy=False), mean, invstd, var
+    return buf.astype(x.dtype, copy=False), mean, invstd, var
 
 
 def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
@@ -244,23 +261,22 @@ def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None)
     if dy.shape != x.shape:
         raise ValueError(f"output gradient has shape {dy.shape}; expected {x.shape}")
     work = acc_dtype(x.dtype)
-    centred = x.astype(work, copy=False) - mean.astype(work)
     dyw = dy.astype(work, copy=False)
-    dbeta = dyw.sum(axis=axes, keepdims=True, dtype=np.float64)
-    dot = (dyw * centred).sum(axis=axes, keepdims=True, dtype=np.float64)
+    buf = np.subtract(x, mean, dtype=work)
+    dbeta = dyw.sum(axis=axes, keepdims=True, dtype=work).astype(np.float64)
+    dot = _per_channel_dot(dyw, buf, axes)
     invstd64 = invstd.astype(np.float64)
-    dgamma = dot * invstd64
     k1 = gamma * invstd64
     k2 = k1 * invstd64 * invstd64 * dot / m
     k3 = k1 * dbeta / m
     if g_mean is not None:
         k2 = k2 - 2.0 * g_var / m
         k3 = k3 - g_mean / m
-    centred *= k2.astype(work)
-    dx = dyw * k1.astype(work)
-    dx -= centred
-    dx -= k3.astype(work)
-    return dx.astype(x.dtype, copy=False), dgamma, dbeta
+    # dx = k1 * dy - k2 * (x - mean) - k3, built in the centred buffer
+    buf *= (-k2).astype(work)
+    buf -= k3.astype(work)
+    buf += dyw * k1.astype(work)
+    return buf.astype(x.dtype, copy=False), dot * invstd64, dbeta
 
 
 def np_inference(x, gamma, beta, mean, var, epsilon, axes):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from hashlib import sha256
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -35,7 +36,11 @@ from lasagne_bn.ops.bn import (
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
-KERNEL_VERSION = 5  # bump when generated code or kernels change: it keys the on-disk cache
+# Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
+# a hash of the sources, so an edited kernel can never be served stale.
+KERNEL_VERSION = sha256(
+    b"".join(Path(f).read_bytes() for f in (numba_kernels.__file__, __file__))
+).hexdigest()[:16]
 
 
 class _FloatModelWithHalf(models.PrimitiveModel):

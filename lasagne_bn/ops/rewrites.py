@@ -106,6 +106,7 @@ class RegisterJaxKernels(GraphRewriter):
 
     def apply(self, fgraph):
         importlib.import_module("lasagne_bn.ops.jax")
+        importlib.import_module("lasagne_bn.ops.jax_conv")
 
 
 optdb.register("lasagne_bn_register_jax", RegisterJaxKernels(), "jax", position=0.05)

@@ -1,0 +1,870 @@
+"""N-channel 2-D convolution Ops with Theano 1.0's semantics (PyTensor 3 has none).
+
+Three Ops cover convolution and both of its gradients; each is the
+transpose of the others, so every gradient (of any order) is again one of
+them:
+
+- :class:`Conv2d` ``(img, kern) -> out``, the forward convolution;
+- :class:`Conv2dGradInputs` ``(kern, topgrad, shape) -> img`` (also the
+  *transposed* convolution, or "deconvolution");
+- :class:`Conv2dGradWeights` ``(img, topgrad, shape) -> kern``.
+
+Layouts are Theano's: images ``(batch, channels, rows, cols)``, filters
+``(out channels, in channels // num_groups, rows, cols)``.  With
+``filter_flip=True`` (the default) the filters are flipped before being
+slid over the input, a true convolution; with ``False`` it is a
+cross-correlation.  ``border_mode`` is ``'valid'``, ``'full'``, ``'half'``
+(``'same'`` is accepted as an alias), an int, or a pair whose items are ints
+or ``(before, after)`` pairs.  ``'full'`` and ``'half'`` pad by
+``dilated_kernel - 1`` and ``dilated_kernel // 2`` on both sides.
+
+Every kernel works on the *correlation* form: ``out[n, f, y, x] = sum over
+c, i, j of pad(img)[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] * k[f, c, i, j]``
+with ``k`` the (possibly flipped) filters.  The ``perform`` methods are the
+vectorised NumPy implementation that ``FAST_COMPILE``, the python linker
+and CVM run; :mod:`lasagne_bn.ops.numba_conv` and
+:mod:`lasagne_bn.ops.jax_conv` hold the fast kernels.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+import pytensor.tensor as pt
+from numpy.lib.stride_tricks import as_strided
+from pytensor.gradient import DisconnectedType, disconnected_type
+from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.op import Op
+from pytensor.scalar import upcast
+from pytensor.tensor.basic import MakeVector
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.shape import Shape_i
+from pytensor.tensor.type import TensorType
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+BORDER_STRINGS = ("valid", "full", "half")
+
+Pads = tuple[tuple[int, int], tuple[int, int]]
+BorderMode = str | Pads
+
+
+# --------------------------------------------------------------------------
+# argument normalisation (all errors name the argument, value and expectation)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral | np.integer) and not isinstance(value, bool)
+
+
+def as_int_tuple(value, name: str, n: int, minimum: int = 1) -> tuple[int, ...]:
+    """An int or a length-``n`` sequence of ints, each ``>= minimum``."""
+    if _is_int(value):
+        items = (int(value),) * n
+    elif isinstance(value, Sequence | np.ndarray) and not isinstance(value, str):
+        items = tuple(value)
+        if len(items) != n or not all(_is_int(v) for v in items):
+            raise TypeError(f"{name}={value!r}: expected an int or a tuple of {n} ints")
+        items = tuple(int(v) for v in items)
+    else:
+        raise TypeError(f"{name}={value!r}: expected an int or a tuple of {n} ints")
+    if any(v < minimum for v in items):
+        raise ValueError(f"{name}={value!r}: expected values >= {minimum}")
+    return items
+
+
+def normalize_border_mode(border_mode, n: int = 2) -> BorderMode:
+    """``'valid'``, ``'full'``, ``'half'`` or ``((lo, hi),) * n`` explicit pads.
+
+    Ints and tuples become explicit ``(before, after)`` pairs; all-zero
+    padding becomes ``'valid'``; ``'same'`` becomes ``'half'``.
+    """
+    if isinstance(border_mode, str):
+        mode = "half" if border_mode == "same" else border_mode
+        if mode not in BORDER_STRINGS:
+            raise ValueError(
+                f"border_mode={border_mode!r}: expected 'valid', 'full', 'half' (or 'same'), "
+                f"a non-negative int or a tuple of {n}"
+            )
+        return mode
+    if _is_int(border_mode):
+        items = (border_mode,) * n
+    elif isinstance(border_mode, Sequence) and len(border_mode) == n:
+        items = tuple(border_mode)
+    else:
+        raise TypeError(
+            f"border_mode={border_mode!r}: expected 'valid', 'full', 'half', a non-negative "
+            f"int, or a tuple of {n} ints or (before, after) pairs"
+        )
+    pads = []
+    for item in items:
+        if _is_int(item):
+            pair = (int(item), int(item))
+        elif (
+            isinstance(item, Sequence)
+            and not isinstance(item, str)
+            and len(item) == 2
+            and all(_is_int(v) for v in item)
+        ):
+            pair = (int(item[0]), int(item[1]))
+        else:
+            raise TypeError(
+                f"border_mode={border_mode!r}: each item must be an int or a (before, after) "
+                "pair of ints"
+            )
+        if min(pair) < 0:
+            raise ValueError(f"border_mode={border_mode!r}: padding must be >= 0")
+        pads.append(pair)
+    if all(p == (0, 0) for p in pads):
+        return "valid"
+    return tuple(pads)
+
+
+def dilated_size(k, dilation):
+    """Extent of a kernel of size ``k`` dilated by ``dilation``."""
+    return (k - 1) * dilation + 1
+
+
+def resolve_pads(border_mode: BorderMode, kernel: Sequence, dilation: Sequence) -> list:
+    """``[(lo, hi), ...]`` per spatial axis; entries may be symbolic."""
+    out = []
+    for axis, (k, d) in enumerate(zip(kernel, dilation, strict=True)):
+        dk = dilated_size(k, d)
+        if border_mode == "valid":
+            out.append((0, 0))
+        elif border_mode == "full":
+            out.append((dk - 1, dk - 1))
+        elif border_mode == "half":
+            out.append((dk // 2, dk // 2))
+        else:
+            out.append(tuple(border_mode[axis]))
+    return out
+
+
+def conv_output_size(size, k, pad, stride, dilation):
+    """Output length on one axis; ``None`` when something is unknown."""
+    if size is None or k is None:
+        return None
+    return (size + pad[0] + pad[1] - dilated_size(k, dilation)) // stride + 1
+
+
+def get_conv_output_shape(image_shape, kernel_shape, border_mode, subsample, filter_dilation=None):
+    """Theano's output shape: ``(batch, out channels, rows, cols)``, ``None`` if unknown."""
+    n = len(image_shape) - 2
+    dilation = filter_dilation if filter_dilation is not None else (1,) * n
+    mode = normalize_border_mode(border_mode, n)
+    kern = kernel_shape[-n:]
+    spatial = []
+    for i in range(n):
+        if kern[i] is None or image_shape[2 + i] is None:
+            spatial.append(None)
+            continue
+        pad = (
+            resolve_pads(mode, [kern[i]], [dilation[i]])[0]
+            if not isinstance(mode, tuple)
+            else mode[i]
+        )
+        spatial.append(
+            conv_output_size(image_shape[2 + i], kern[i], pad, subsample[i], dilation[i])
+        )
+    return (image_shape[0], kernel_shape[0], *spatial)
+
+
+class ConvParams:
+    """Validated convolution parameters shared by the three Ops."""
+
+    def __init__(self, border_mode, subsample, filter_flip, filter_dilation, num_groups):
+        self.border_mode = normalize_border_mode(border_mode, 2)
+        self.subsample = as_int_tuple(subsample, "subsample", 2)
+        if not isinstance(filter_flip, bool | np.bool_):
+            raise TypeError(f"filter_flip={filter_flip!r}: expected True or False")
+        self.filter_flip = bool(filter_flip)
+        self.filter_dilation = as_int_tuple(filter_dilation, "filter_dilation", 2)
+        if not _is_int(num_groups):
+            raise TypeError(f"num_groups={num_groups!r}: expected a positive int")
+        if num_groups < 1:
+            raise ValueError(f"num_groups={num_groups!r}: expected a positive int")
+        self.num_groups = int(num_groups)
+
+    def as_kwargs(self) -> dict:
+        return dict(
+            border_mode=self.border_mode,
+            subsample=self.subsample,
+            filter_flip=self.filter_flip,
+            filter_dilation=self.filter_dilation,
+            num_groups=self.num_groups,
+        )
+
+
+# --------------------------------------------------------------------------
+# graph-time checks
+
+
+def _check_float(var: Variable, name: str) -> None:
+    dtype = getattr(var.type, "dtype", None)
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} has dtype {dtype}; expected a float dtype ({', '.join(FLOAT_DTYPES)})"
+        )
+
+
+def _check_ndim(var: Variable, name: str, ndim: int, layout: str) -> None:
+    if var.type.ndim != ndim:
+        raise TypeError(f"{name} has ndim={var.type.ndim}; expected a {ndim}-d tensor {layout}")
+
+
+def _as_float_pair(a, b, name_a: str, name_b: str):
+    a, b = pt.as_tensor_variable(a), pt.as_tensor_variable(b)
+    _check_float(a, name_a)
+    _check_float(b, name_b)
+    dtype = upcast(a.type.dtype, b.type.dtype)
+    return pt.cast(a, dtype), pt.cast(b, dtype)
+
+
+def _as_shape_input(shape, name: str) -> Variable:
+    """A length-2 int64 vector (the spatial shape an Op must produce)."""
+    if isinstance(shape, list | tuple):
+        if len(shape) != 2:
+            raise ValueError(f"{name}={shape!r}: expected the 2 spatial sizes (rows, cols)")
+        for v in shape:
+            if v is None or isinstance(v, bool | float | str):
+                raise TypeError(
+                    f"{name}={shape!r}: each size must be an int or an int scalar tensor"
+                )
+            if _is_int(v) and v < 1:
+                raise ValueError(f"{name}={shape!r}: sizes must be >= 1")
+        shape = pt.stack([pt.cast(pt.as_tensor_variable(v), "int64") for v in shape])
+    var = pt.as_tensor_variable(shape)
+    if var.type.ndim != 1 or not var.type.dtype.startswith(("int", "uint")):
+        raise TypeError(f"{name} must be a vector of 2 ints, got {var.type}")
+    if var.type.shape[0] not in (None, 2):
+        raise ValueError(f"{name} has {var.type.shape[0]} entries; expected 2 (rows, cols)")
+    return pt.cast(var, "int64")
+
+
+def spatial_shape(var: Variable) -> list:
+    """``var.shape[2:]`` as a list: ints where static, so the gradient Ops see them."""
+    return [s if s is not None else var.shape[2 + i] for i, s in enumerate(var.type.shape[2:])]
+
+
+def _static_scalar(v: Variable) -> int | None:
+    """An int scalar's value if the graph fixes it (constants, static sizes of shapes)."""
+    try:
+        return int(pt.get_underlying_scalar_constant_value(v))
+    except Exception:
+        pass
+    owner = v.owner
+    if owner is None:
+        return None
+    if isinstance(owner.op, Elemwise) and len(owner.inputs) == 1:  # a cast
+        return _static_scalar(owner.inputs[0])
+    if isinstance(owner.op, Shape_i):
+        return owner.inputs[0].type.shape[owner.op.i]
+    return None
+
+
+def static_ints(var: Variable) -> tuple[int | None, int | None]:
+    """The values of a length-2 shape vector that are known when the graph is built.
+
+    Understands constants and ``MakeVector``s of known scalars (constants,
+    ``Shape_i`` of static sizes).
+    """
+    if isinstance(var, Constant):
+        return tuple(int(v) for v in var.data)
+    owner = var.owner
+    if owner is None:
+        return (None, None)
+    if isinstance(owner.op, Elemwise) and len(owner.inputs) == 1:  # a cast
+        return static_ints(owner.inputs[0])
+    if isinstance(owner.op, MakeVector):
+        return tuple(_static_scalar(v) for v in owner.inputs)
+    return (None, None)
+
+
+def _static_pads(params: ConvParams, kernel: Sequence[int | None]) -> list | None:
+    if any(k is None for k in kernel) and params.border_mode in ("full", "half"):
+        return None
+    kern = [k if k is not None else 1 for k in kernel]
+    return resolve_pads(params.border_mode, kern, params.filter_dilation)
+
+
+def _spatial_out(params: ConvParams, image, kernel) -> list[int | None]:
+    pads = _static_pads(params, kernel)
+    out = []
+    for i in range(2):
+        if pads is None or image[i] is None or kernel[i] is None:
+            out.append(None)
+        else:
+            out.append(
+                conv_output_size(
+                    image[i], kernel[i], pads[i], params.subsample[i], params.filter_dilation[i]
+                )
+            )
+    return out
+
+
+def check_static_conv(
+    params: ConvParams, img_shape, kern_shape, top_shape=None, where: str = "conv2d"
+) -> list[int | None]:
+    """Check what is known of the shapes; return the static output spatial shape."""
+    g = params.num_groups
+    n_out, cg = kern_shape[0], kern_shape[1]
+    c = img_shape[1]
+    if c is not None and c % g:
+        raise ValueError(f"{where}: input has {c} channels, which num_groups={g} does not divide")
+    if n_out is not None and n_out % g:
+        raise ValueError(
+            f"{where}: filters have {n_out} output channels (shape[0]), which num_groups={g} "
+            "does not divide"
+        )
+    if c is not None and cg is not None and c != cg * g:
+        raise ValueError(
+            f"{where}: input has {c} channels but filters of shape {tuple(kern_shape)} expect "
+            f"{cg * g} (filters.shape[1] * num_groups = {cg} * {g})"
+        )
+    spatial = _spatial_out(params, img_shape[2:], kern_shape[2:])
+    for i, s in enumerate(spatial):
+        if s is not None and s < 1:
+            raise ValueError(
+                f"{where}: input of spatial shape {tuple(img_shape[2:])} is too small for "
+                f"filters of shape {tuple(kern_shape[2:])} with "
+                f"border_mode={params.border_mode!r}, "
+                f"subsample={params.subsample}, filter_dilation={params.filter_dilation} "
+                f"(axis {i + 2} would have size {s})"
+            )
+    if top_shape is not None:
+        if top_shape[1] is not None and n_out is not None and top_shape[1] != n_out:
+            raise ValueError(
+                f"{where}: output gradient has {top_shape[1]} channels; expected {n_out} "
+                "(the filters' shape[0])"
+            )
+        for i, s in enumerate(spatial):
+            t = top_shape[2 + i]
+            if s is not None and t is not None and s != t:
+                raise ValueError(
+                    f"{where}: an input of spatial shape {tuple(img_shape[2:])} gives outputs of "
+                    f"spatial shape {tuple(spatial)}, but the output gradient has "
+                    f"{tuple(top_shape[2:])}"
+                )
+        if top_shape[0] is not None and img_shape[0] is not None and top_shape[0] != img_shape[0]:
+            raise ValueError(
+                f"{where}: output gradient has batch size {top_shape[0]}; expected {img_shape[0]}"
+            )
+    return spatial
+
+
+# --------------------------------------------------------------------------
+# NumPy kernels (vectorised; the reference every backend is tested against)
+
+
+def runtime_pads(params, kh: int, kw: int) -> list[tuple[int, int]]:
+    return [
+        tuple(int(v) for v in p)
+        for p in resolve_pads(params.border_mode, (kh, kw), params.filter_dilation)
+    ]
+
+
+def check_runtime(params, x_shape, w_shape, top_shape=None, where="conv2d") -> tuple[int, int]:
+    """Shape checks when values are known; returns the output spatial shape."""
+    spatial = check_static_conv(params, x_shape, w_shape, top_shape, where)
+    return int(spatial[0]), int(spatial[1])
+
+
+def _padded(x: np.ndarray, pads) -> np.ndarray:
+    if all(p == (0, 0) for p in pads):
+        return x
+    (pt_, pb), (pl, pr) = pads
+    out = np.zeros(x.shape[:2] + (x.shape[2] + pt_ + pb, x.shape[3] + pl + pr), dtype=x.dtype)
+    out[:, :, pt_ : pt_ + x.shape[2], pl : pl + x.shape[3]] = x
+    return out
+
+
+def _windows(xp: np.ndarray, kh, kw, ho, wo, params) -> np.ndarray:
+    """Read-only view ``(N, C, Ho, Wo, kh, kw)`` of every receptive field."""
+    sh, sw = params.subsample
+    dh, dw = params.filter_dilation
+    s_n, s_c, s_h, s_w = xp.strides
+    return as_strided(
+        xp,
+        shape=xp.shape[:2] + (ho, wo, kh, kw),
+        strides=(s_n, s_c, s_h * sh, s_w * sw, s_h * dh, s_w * dw),
+        writeable=False,
+    )
+
+
+def _work(dtype) -> np.dtype:
+    return np.dtype("float32") if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+
+
+def _oriented(w: np.ndarray, flip: bool) -> np.ndarray:
+    return w[:, :, ::-1, ::-1] if flip else w
+
+
+def np_conv2d(x, w, params) -> np.ndarray:
+    """Forward convolution of ``x`` (N, C, H, W) with ``w`` (F, C/G, kh, kw)."""
+    ho, wo = check_runtime(params, x.shape, w.shape)
+    work = _work(x.dtype)
+    kh, kw = w.shape[2:]
+    g = params.num_groups
+    cg, fg = x.shape[1] // g, w.shape[0] // g
+    xp = _padded(x.astype(work, copy=False), runtime_pads(params, kh, kw))
+    win = _windows(xp, kh, kw, ho, wo, params)
+    k = _oriented(w.astype(work, copy=False), params.filter_flip)
+    out = np.empty((x.shape[0], w.shape[0], ho, wo), dtype=work)
+    for gi in range(g):
+        res = np.tensordot(
+            win[:, gi * cg : (gi + 1) * cg],
+            k[gi * fg : (gi + 1) * fg],
+            axes=([1, 4, 5], [1, 2, 3]),
+        )
+        out[:, gi * fg : (gi + 1) * fg] = res.transpose(0, 3, 1, 2)
+    return out.astype(x.dtype, copy=False)
+
+
+def np_conv2d_grad_inputs(w, dy, shape, params) -> np.ndarray:
+    """Gradient of the forward convolution w.r.t. an input of spatial ``shape``."""
+    h, wd = int(shape[0]), int(shape[1])
+    g = params.num_groups
+    n, f = dy.shape[:2]
+    c = w.shape[1] * g
+    check_runtime(params, (n, c, h, wd), w.shape, dy.shape, "conv2d_grad_wrt_inputs")
+    work = _work(dy.dtype)
+    kh, kw = w.shape[2:]
+    ho, wo = dy.shape[2:]
+    pads = runtime_pads(params, kh, kw)
+    (pt_, pb), (pl, pr) = pads
+    sh, sw = params.subsample
+    dh, dw = params.filter_dilation
+    cg, fg = c // g, f // g
+    k = _oriented(w.astype(work, copy=False), params.filter_flip)
+    dyw = dy.astype(work, copy=False)
+    dxp = np.zeros((n, c, h + pt_ + pb, wd + pl + pr), dtype=work)
+    for gi in range(g):
+        # (N, Ho, Wo, Cg, kh, kw): every tap's contribution, then a strided add per tap
+        contrib = np.tensordot(
+            dyw[:, gi * fg : (gi + 1) * fg], k[gi * fg : (gi + 1) * fg], axes=([1], [0])
+        )
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (wo - 1) + 1, sw)
+                dxp[:, gi * cg : (gi + 1) * cg, rows, cols] += contrib[..., i, j].transpose(
+                    0, 3, 1, 2
+                )
+    dx = dxp[:, :, pt_ : pt_ + h, pl : pl + wd]
+    return np.ascontiguousarray(dx).astype(dy.dtype, copy=False)
+
+
+def np_conv2d_grad_weights(x, dy, shape, params) -> np.ndarray:
+    """Gradient of the forward convolution w.r.t. filters of spatial ``shape``."""
+    kh, kw = int(shape[0]), int(shape[1])
+    g = params.num_groups
+    f = dy.shape[1]
+    w_shape = (f, x.shape[1] // g, kh, kw)
+    check_runtime(params, x.shape, w_shape, dy.shape, "conv2d_grad_wrt_weights")
+    work = _work(x.dtype)
+    ho, wo = dy.shape[2:]
+    cg, fg = x.shape[1] // g, f // g
+    xp = _padded(x.astype(work, copy=False), runtime_pads(params, kh, kw))
+    win = _windows(xp, kh, kw, ho, wo, params)
+    dyw = dy.astype(work, copy=False)
+    dk = np.empty((f, cg, kh, kw), dtype=work)
+    for gi in range(g):
+        dk[gi * fg : (gi + 1) * fg] = np.tensordot(
+            dyw[:, gi * fg : (gi + 1) * fg],
+            win[:, gi * cg : (gi + 1) * cg],
+            axes=([0, 2, 3], [0, 2, 3]),
+        )
+    return np.ascontiguousarray(_oriented(dk, params.filter_flip)).astype(x.dtype, copy=False)
+
+
+# --------------------------------------------------------------------------
+# Ops
+
+
+def _disconnected(g) -> bool:
+    return g is None or isinstance(g.type, DisconnectedType)
+
+
+class _ConvOp(Op):
+    __props__ = ("border_mode", "subsample", "filter_flip", "filter_dilation", "num_groups")
+
+    def __init__(
+        self,
+        border_mode: BorderMode = "valid",
+        subsample=(1, 1),
+        filter_flip: bool = True,
+        filter_dilation=(1, 1),
+        num_groups: int = 1,
+    ):
+        p = ConvParams(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+        self.border_mode = p.border_mode
+        self.subsample = p.subsample
+        self.filter_flip = p.filter_flip
+        self.filter_dilation = p.filter_dilation
+        self.num_groups = p.num_groups
+
+    @property
+    def params(self) -> ConvParams:
+        return ConvParams(**self._props_dict())
+
+    def sibling(self, cls):
+        return cls(**self._props_dict())
+
+    def do_constant_folding(self, fgraph, node):
+        return False
+
+
+class Conv2d(_ConvOp):
+    """Forward 2-D convolution ``(img, kern) -> out`` (NCHW, OIHW)."""
+
+    def make_node(self, img, kern):
+        img, kern = _as_float_pair(img, kern, "input", "filters")
+        _check_ndim(img, "input", 4, "(batch, channels, rows, cols)")
+        _check_ndim(kern, "filters", 4, "(out channels, in channels // num_groups, rows, cols)")
+        spatial = check_static_conv(self.params, img.type.shape, kern.type.shape)
+        out = TensorType(img.type.dtype, shape=(img.type.shape[0], kern.type.shape[0], *spatial))
+        return Apply(self, [img, kern], [out()])
+
+    def perform(self, node, inputs, output_storage):
+        x, w = inputs
+        output_storage[0][0] = np_conv2d(x, w, self.params)
+
+    def infer_shape(self, fgraph, node, shapes):
+        (n, _, _, _), (f, _, _, _) = shapes
+        return [static_or(node.outputs[0], (n, f, None, None))]
+
+    def pullback(self, inputs, outputs, cotangents):
+        img, kern = inputs
+        (g,) = cotangents
+        if _disconnected(g):
+            return [disconnected_type(), disconnected_type()]
+        d_img = self.sibling(Conv2dGradInputs)(kern, g, spatial_shape(img))
+        d_kern = self.sibling(Conv2dGradWeights)(img, g, spatial_shape(kern))
+        return [_like(d_img, img), _like(d_kern, kern)]
+
+
+def static_or(var: Variable, symbolic) -> list:
+    """``infer_shape`` entries: ``var``'s static sizes where known, else ``symbolic``.
+
+    A ``None`` in ``symbolic`` stands for a size that only arithmetic on
+    shapes could give: it becomes ``var``'s own ``Shape_i``.  Under JAX,
+    PyTensor traces arithmetic on shapes, and an allocation or reshape with
+    a traced size cannot be compiled, while ``Shape_i`` of a computed array
+    is a concrete int there.
+    """
+    out = []
+    for i, (s, sym) in enumerate(zip(var.type.shape, symbolic, strict=True)):
+        if s is not None:
+            out.append(s)
+        elif sym is None:
+            out.append(Shape_i(i)(var))
+        else:
+            out.append(sym)
+    return out
+
+
+def _like(var: Variable, ref: Variable) -> Variable:
+    """``var`` with ``ref``'s exact type (static shape included) for gradients."""
+    if var.type == ref.type:
+        return var
+    return pt.specify_shape(pt.cast(var, ref.type.dtype), ref.type.shape)
+
+
+class Conv2dGradInputs(_ConvOp):
+    """Gradient of :class:`Conv2d` w.r.t. its input: ``(kern, topgrad, shape) -> img``.
+
+    ``shape`` is the input's spatial shape ``(rows, cols)``: with a stride,
+    several input sizes give the same output size.  This is also the
+    transposed convolution.
+    """
+
+    def make_node(self, kern, topgrad, shape):
+        kern, topgrad = _as_float_pair(kern, topgrad, "filters", "output_grad")
+        _check_ndim(kern, "filters", 4, "(out channels, in channels // num_groups, rows, cols)")
+        _check_ndim(topgrad, "output_grad", 4, "(batch, out channels, rows, cols)")
+        shape = _as_shape_input(shape, "input_shape[2:]")
+        hw = static_ints(shape)
+        g = self.num_groups
+        c = kern.type.shape[1] * g if kern.type.shape[1] is not None else None
+        img_shape = (topgrad.type.shape[0], c, *hw)
+        check_static_conv(
+            self.params, img_shape, kern.type.shape, topgrad.type.shape, "conv2d_grad_wrt_inputs"
+        )
+        out = TensorType(topgrad.type.dtype, shape=img_shape)
+        return Apply(self, [kern, topgrad, shape], [out()])
+
+    def perform(self, node, inputs, output_storage):
+        w, dy, shape = inputs
+        output_storage[0][0] = np_conv2d_grad_inputs(w, dy, shape, self.params)
+
+    def infer_shape(self, fgraph, node, shapes):
+        kshp, tshp, _ = shapes
+        channels = kshp[1] if self.num_groups == 1 else None
+        return [static_or(node.outputs[0], (tshp[0], channels, None, None))]
+
+    def connection_pattern(self, node):
+        return [[True], [True], [False]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        kern, top, _ = inputs
+        (g,) = cotangents
+        if _disconnected(g):
+            return [disconnected_type()] * 3
+        d_kern = self.sibling(Conv2dGradWeights)(g, top, spatial_shape(kern))
+        d_top = self.sibling(Conv2d)(g, kern)
+        return [_like(d_kern, kern), _like(d_top, top), disconnected_type()]
+
+
+class Conv2dGradWeights(_ConvOp):
+    """Gradient of :class:`Conv2d` w.r.t. its filters: ``(img, topgrad, shape) -> kern``.
+
+    ``shape`` is the filters' spatial shape ``(rows, cols)``.
+    """
+
+    def make_node(self, img, topgrad, shape):
+        img, topgrad = _as_float_pair(img, topgrad, "input", "output_grad")
+        _check_ndim(img, "input", 4, "(batch, channels, rows, cols)")
+        _check_ndim(topgrad, "output_grad", 4, "(batch, out channels, rows, cols)")
+        shape = _as_shape_input(shape, "filter_shape[2:]")
+        khw = static_ints(shape)
+        g = self.num_groups
+        c = img.type.shape[1]
+        cg = c // g if c is not None and c % g == 0 else None
+        kern_shape = (topgrad.type.shape[1], cg, *khw)
+        check_static_conv(
+            self.params, img.type.shape, kern_shape, topgrad.type.shape, "conv2d_grad_wrt_weights"
+        )
+        out = TensorType(img.type.dtype, shape=kern_shape)
+        return Apply(self, [img, topgrad, shape], [out()])
+
+    def perform(self, node, inputs, output_storage):
+        x, dy, shape = inputs
+        output_storage[0][0] = np_conv2d_grad_weights(x, dy, shape, self.params)
+
+    def infer_shape(self, fgraph, node, shapes):
+        ishp, tshp, _ = shapes
+        channels = ishp[1] if self.num_groups == 1 else None
+        return [static_or(node.outputs[0], (tshp[1], channels, None, None))]
+
+    def connection_pattern(self, node):
+        return [[True], [True], [False]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        img, top, _ = inputs
+        (g,) = cotangents
+        if _disconnected(g):
+            return [disconnected_type()] * 3
+        d_img = self.sibling(Conv2dGradInputs)(g, top, spatial_shape(img))
+        d_top = self.sibling(Conv2d)(img, g)
+        return [_like(d_img, img), _like(d_top, top), disconnected_type()]
+
+
+# --------------------------------------------------------------------------
+# public functions (Theano's signatures)
+
+
+def _apply_shape_hint(var: Variable, hint, name: str, ndim: int) -> Variable:
+    """Check ``hint`` (ints or None) against ``var``'s static shape and impose it."""
+    if hint is None:
+        return var
+    hint = tuple(hint)
+    if len(hint) != ndim:
+        raise ValueError(f"{name}={hint!r}: expected {ndim} entries (ints or None)")
+    clean = []
+    for i, h in enumerate(hint):
+        if h is None:
+            clean.append(None)
+            continue
+        if isinstance(h, Variable):
+            try:
+                h = int(pt.get_underlying_scalar_constant_value(h))
+            except Exception:
+                clean.append(None)
+                continue
+        if not _is_int(h) or h < 0:
+            raise ValueError(f"{name}={hint!r}: entry {i} must be a non-negative int or None")
+        known = var.type.shape[i]
+        if known is not None and known != h:
+            raise ValueError(
+                f"{name}={hint!r} does not match the tensor's static shape {var.type.shape}"
+            )
+        clean.append(int(h))
+    if all(c is None for c in clean):
+        return var
+    return pt.specify_shape(var, tuple(clean))
+
+
+def conv2d(
+    input,
+    filters,
+    input_shape=None,
+    filter_shape=None,
+    border_mode="valid",
+    subsample=(1, 1),
+    filter_flip=True,
+    filter_dilation=(1, 1),
+    num_groups=1,
+):
+    """2-D convolution of a batch of multi-channel images (Theano's ``conv2d``).
+
+    Parameters
+    ----------
+    input : 4-D tensor ``(batch, channels, rows, cols)``
+    filters : 4-D tensor ``(out channels, channels // num_groups, rows, cols)``
+    input_shape, filter_shape : tuple of int or None, optional
+        Known sizes; checked against the tensors and used to fix static shapes.
+    border_mode : 'valid', 'full', 'half' ('same'), int, or tuple of two
+        ints or ``(before, after)`` pairs
+    subsample : int or (int, int)
+        Strides.
+    filter_flip : bool
+        ``True`` flips the filters (a convolution), ``False`` does not
+        (a cross-correlation).
+    filter_dilation : int or (int, int)
+    num_groups : int
+        Split channels into groups that are convolved separately.
+
+    Returns
+    -------
+    4-D tensor ``(batch, out channels, out rows, out cols)``.
+    """
+    op = Conv2d(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    input = _apply_shape_hint(_as_4d(input, "input"), input_shape, "input_shape", 4)
+    filters = _apply_shape_hint(_as_4d(filters, "filters"), filter_shape, "filter_shape", 4)
+    return op(input, filters)
+
+
+def _as_4d(var, name):
+    var = pt.as_tensor_variable(var)
+    layouts = {
+        "filters": "(out channels, in channels // num_groups, rows, cols)",
+        "output_grad": "(batch, out channels, rows, cols)",
+    }
+    _check_ndim(var, name, 4, layouts.get(name, "(batch, channels, rows, cols)"))
+    return var
+
+
+def conv2d_grad_wrt_inputs(
+    output_grad,
+    filters,
+    input_shape,
+    filter_shape=None,
+    border_mode="valid",
+    subsample=(1, 1),
+    filter_flip=True,
+    filter_dilation=(1, 1),
+    num_groups=1,
+):
+    """Gradient of :func:`conv2d` w.r.t. its input: the transposed convolution.
+
+    ``input_shape`` is the shape of the input (upsampled) tensor, a sequence
+    of 4 entries; only the last two are required (ints or scalars), the
+    first two may be ``None``.
+    """
+    op = Conv2dGradInputs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    if input_shape is None or len(input_shape) != 4:
+        raise ValueError(
+            f"input_shape={input_shape!r}: expected 4 entries (batch, channels, rows, cols); "
+            "rows and cols are required"
+        )
+    filters = _apply_shape_hint(_as_4d(filters, "filters"), filter_shape, "filter_shape", 4)
+    output_grad = _as_4d(output_grad, "output_grad")
+    out = op(filters, output_grad, list(input_shape[2:]))
+    hint = [v if _is_int(v) else None for v in input_shape]
+    return _apply_shape_hint(out, hint, "input_shape", 4)
+
+
+def conv2d_grad_wrt_weights(
+    input,
+    output_grad,
+    filter_shape,
+    input_shape=None,
+    border_mode="valid",
+    subsample=(1, 1),
+    filter_flip=True,
+    filter_dilation=(1, 1),
+    num_groups=1,
+):
+    """Gradient of :func:`conv2d` w.r.t. its filters.
+
+    ``filter_shape`` has 4 entries; the last two (rows, cols) are required.
+    """
+    op = Conv2dGradWeights(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    if filter_shape is None or len(filter_shape) != 4:
+        raise ValueError(
+            f"filter_shape={filter_shape!r}: expected 4 entries (out channels, channels, rows, "
+            "cols); rows and cols are required"
+        )
+    input = _apply_shape_hint(_as_4d(input, "input"), input_shape, "input_shape", 4)
+    output_grad = _as_4d(output_grad, "output_grad")
+    out = op(input, output_grad, list(filter_shape[2:]))
+    hint = [v if _is_int(v) else None for v in filter_shape]
+    return _apply_shape_hint(out, hint, "filter_shape", 4)
+
+
+def _border_1d(border_mode):
+    if isinstance(border_mode, str):
+        return border_mode
+    if _is_int(border_mode):
+        return (0, int(border_mode))
+    if isinstance(border_mode, Sequence) and len(border_mode) == 1:
+        return (0, border_mode[0])
+    raise TypeError(
+        f"border_mode={border_mode!r}: expected 'valid', 'full', 'half', an int, or a "
+        "1-tuple holding an int or a (before, after) pair"
+    )
+
+
+def conv1d(
+    input,
+    filters,
+    input_shape=None,
+    filter_shape=None,
+    border_mode="valid",
+    subsample=1,
+    filter_flip=True,
+    filter_dilation=1,
+    num_groups=1,
+):
+    """1-D convolution ``(batch, channels, length)`` * ``(out, channels // groups, size)``.
+
+    Computed as a 2-D convolution over a size-1 row axis.
+    """
+    input = pt.as_tensor_variable(input)
+    filters = pt.as_tensor_variable(filters)
+    _check_ndim(input, "input", 3, "(batch, channels, length)")
+    _check_ndim(filters, "filters", 3, "(out channels, channels // num_groups, length)")
+    (stride,) = as_int_tuple(subsample, "subsample", 1)
+    (dilation,) = as_int_tuple(filter_dilation, "filter_dilation", 1)
+    mode = _border_1d(border_mode)
+    if input_shape is not None:
+        input = _apply_shape_hint(input, input_shape, "input_shape", 3)
+    if filter_shape is not None:
+        filters = _apply_shape_hint(filters, filter_shape, "filter_shape", 3)
+    out = conv2d(
+        input.dimshuffle(0, 1, "x", 2),
+        filters.dimshuffle(0, 1, "x", 2),
+        border_mode=mode,
+        subsample=(1, stride),
+        filter_flip=filter_flip,
+        filter_dilation=(1, dilation),
+        num_groups=num_groups,
+    )
+    return out[:, :, 0, :]
+
+
+__all__ = [
+    "Conv2d",
+    "Conv2dGradInputs",
+    "Conv2dGradWeights",
+    "conv1d",
+    "conv2d",
+    "conv2d_grad_wrt_inputs",
+    "conv2d_grad_wrt_weights",
+    "get_conv_output_shape",
+    "np_conv2d",
+    "np_conv2d_grad_inputs",
+    "np_conv2d_grad_weights",
+]

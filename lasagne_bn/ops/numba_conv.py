@@ -1,0 +1,404 @@
+"""Numba registrations for the convolution and pooling Ops (the default backend).
+
+Each Apply node gets a small generated wrapper: it checks the shapes (the
+same checks as the NumPy ``perform``), orients the filters, allocates the
+output and calls a kernel of :mod:`lasagne_bn.ops.numba_conv_kernels` or
+:mod:`lasagne_bn.ops.numba_pool_kernels` through its C entry point: the
+kernels are compiled once per dtype and cached on disk, and the wrapper
+fetches their address once per process (PyTensor's ``_call_cached_ptr``),
+so compiling a graph never re-optimizes them and graphs stay cacheable.
+float16 graphs (no float16 arithmetic in Numba) run the NumPy ``perform``
+in object mode.
+"""
+
+from __future__ import annotations
+
+import functools
+from hashlib import sha256
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba.core import types
+from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
+from pytensor.link.numba.dispatch.basic import (
+    generate_fallback_impl,
+    numba_njit,
+    register_funcify_and_cache_key,
+)
+
+from lasagne_bn.ops import numba_conv_kernels as conv_kernels
+from lasagne_bn.ops import numba_pool_kernels as pool_kernels
+from lasagne_bn.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
+from lasagne_bn.ops.pool import AveragePool2dGrad, MaxPool2dGrad, MaxPool2dGradGrad, Pool2d
+
+# The cache keys hash the kernels' and this module's source: PyTensor keeps
+# compiled graphs on disk under our keys, and a key that missed a change
+# would keep running old code (it happened while developing these kernels).
+KERNEL_VERSION = sha256(
+    b"".join(
+        Path(f).read_bytes() for f in (conv_kernels.__file__, pool_kernels.__file__, __file__)
+    )
+).hexdigest()[:16]
+
+GRAD_WEIGHT_TASKS = 8  # partial filter-gradient sums (load balance over threads)
+
+ENTRIES = {**conv_kernels.ENTRIES, **pool_kernels.ENTRIES}
+
+
+# --------------------------------------------------------------------------
+# entry points and code generation
+
+
+def entry_signature(name: str, dtype: str):
+    """``int32(T*, ..., int64*)``: the entry point's arrays, then its parameter vector."""
+    n_arrays = ENTRIES[name][1]
+    ptr = types.CPointer(numba.from_dtype(np.dtype(dtype)))
+    return types.int32(*([ptr] * n_arrays), types.CPointer(types.int64))
+
+
+@functools.cache
+def kernel_address(name: str, dtype: str) -> int:
+    """Compile (or load from the disk cache) entry point ``name`` for ``dtype``."""
+    return numba.cfunc(entry_signature(name, dtype), cache=True)(ENTRIES[name][0]).address
+
+
+def _pointer_getter(name: str, dtype: str):
+    @numba_njit
+    def get_pointer():
+        with numba.objmode(ptr=types.intp):
+            ptr = kernel_address(name, dtype)
+        return ptr
+
+    return get_pointer
+
+
+def _compile(fname: str, body: list[str], args: list[str], kernel: str, dtype: str):
+    """Jit a generated wrapper that can call ``<kernel>_fn(ptrs..., dims.ctypes)``."""
+    env = {
+        "np": np,
+        "_call_cached_ptr": _call_cached_ptr,
+        f"{kernel}_ptr": _pointer_getter(kernel, dtype),
+        f"{kernel}_type": types.FunctionType(entry_signature(kernel, dtype)),
+    }
+    prologue = [
+        f"{kernel}_fn = _call_cached_ptr(get_ptr_func={kernel}_ptr, func_type_ref={kernel}_type, "
+        f"unique_func_name_lit='lasagne_bn_{kernel}_{dtype}_{KERNEL_VERSION}')"
+    ]
+    src = f"def {fname}({', '.join(args)}):\n" + "".join(
+        f"    {line}\n" for line in prologue + body
+    )
+    return numba_njit(compile_numba_function_src(src, fname, global_env=env))
+
+
+def _key(op, node) -> str:
+    parts = (
+        type(op).__name__,
+        repr(op._props_dict()),
+        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
+        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
+        KERNEL_VERSION,
+    )
+    return sha256(repr(parts).encode()).hexdigest()
+
+
+def _has_float16(node) -> bool:
+    return any(getattr(v.type, "dtype", "") == "float16" for v in (*node.inputs, *node.outputs))
+
+
+def _fallback(op, node, kwargs):
+    return generate_fallback_impl(op, node, **kwargs), None
+
+
+def _check(cond: str, message: str) -> str:
+    """A generated ``if cond: raise ValueError(message)`` line (message safely quoted)."""
+    return f"if {cond}:\n        raise ValueError({message!r})"
+
+
+def _dims(values: list[str]) -> list[str]:
+    lines = [f"dims = np.empty({len(values)}, dtype=np.int64)"]
+    lines += [f"dims[{i}] = {v}" for i, v in enumerate(values)]
+    return lines
+
+
+# --------------------------------------------------------------------------
+# convolution
+
+
+def _pad_lines(op, where: str) -> list[str]:
+    """Lines defining ``pt, pb, pl, pr`` and ``ho, wo`` from ``h, w, kh, kw``."""
+    dh, dw = op.filter_dilation
+    mode = op.border_mode
+    lines = [f"dkh = (kh - 1) * {dh} + 1", f"dkw = (kw - 1) * {dw} + 1"]
+    if mode == "valid":
+        lines.append("pt = 0; pb = 0; pl = 0; pr = 0")
+    elif mode == "full":
+        lines.append("pt = dkh - 1; pb = dkh - 1; pl = dkw - 1; pr = dkw - 1")
+    elif mode == "half":
+        lines.append("pt = dkh // 2; pb = dkh // 2; pl = dkw // 2; pr = dkw // 2")
+    else:
+        (a, b), (c, d) = mode
+        lines.append(f"pt = {a}; pb = {b}; pl = {c}; pr = {d}")
+    sh, sw = op.subsample
+    lines += [
+        f"ho = (h + pt + pb - dkh) // {sh} + 1",
+        f"wo = (w + pl + pr - dkw) // {sw} + 1",
+        _check(
+            "ho < 1 or wo < 1",
+            f"{where}: the input (plus padding) is smaller than the dilated filters: "
+            "the output would be empty",
+        ),
+    ]
+    return lines
+
+
+def _group_lines(op, where: str) -> list[str]:
+    g = op.num_groups
+    return [
+        _check(
+            f"c != cg * {g}",
+            f"{where}: the input channels do not match the filters: expected "
+            f"channels == filters.shape[1] * num_groups ({g})",
+        ),
+        _check(
+            f"f % {g} != 0",
+            f"{where}: num_groups ({g}) does not divide the number of output channels "
+            "(filters.shape[0])",
+        ),
+    ]
+
+
+def _oriented(op) -> list[str]:
+    wk = "wt[:, :, ::-1, ::-1]" if op.filter_flip else "wt"
+    return [f"k = np.ascontiguousarray({wk})"]
+
+
+def _conv_dims(op) -> list[str]:
+    sh, sw = op.subsample
+    dh, dw = op.filter_dilation
+    return _dims(
+        ["n", "c", "h", "w", "f", "cg", "kh", "kw", "ho", "wo"]
+        + [str(v) for v in (sh, sw, dh, dw)]
+        + ["pt", "pb", "pl", "pr", str(op.num_groups)]
+    )
+
+
+@register_funcify_and_cache_key(Conv2d)
+def numba_funcify_Conv2d(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    name = f"conv2d: {op}"
+    body = [
+        "n, c, h, w = x.shape",
+        "f, cg, kh, kw = wt.shape",
+        *_group_lines(op, name),
+        *_pad_lines(op, name),
+        *_oriented(op),
+        "xc = np.ascontiguousarray(x)",
+        "out = np.empty((n, f, ho, wo), dtype=x.dtype)",
+        *_conv_dims(op),
+        "if out.size > 0:",
+        "    conv_forward_fn(xc.ctypes, k.ctypes, out.ctypes, dims.ctypes)",
+        "return out",
+    ]
+    dtype = node.outputs[0].type.dtype
+    return _compile("conv2d_forward", body, ["x", "wt"], "conv_forward", dtype), _key(op, node)
+
+
+@register_funcify_and_cache_key(Conv2dGradInputs)
+def numba_funcify_Conv2dGradInputs(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    name = f"conv2d_grad_wrt_inputs: {op}"
+    g = op.num_groups
+    body = [
+        "h = shape[0]",
+        "w = shape[1]",
+        "n, f2, hy, wy = dy.shape",
+        "f, cg, kh, kw = wt.shape",
+        f"c = cg * {g}",
+        _check("f2 != f", f"{name}: output_grad.shape[1] does not match filters.shape[0]"),
+        *_group_lines(op, name),
+        *_pad_lines(op, name),
+        _check(
+            "ho != hy or wo != wy",
+            f"{name}: output_grad does not have the output shape that input_shape gives",
+        ),
+        *_oriented(op),
+        "dyc = np.ascontiguousarray(dy)",
+        "dx = np.zeros((n, c, h, w), dtype=dy.dtype)",
+        *_conv_dims(op),
+        "if dx.size > 0 and dyc.size > 0:",
+        "    conv_grad_inputs_fn(k.ctypes, dyc.ctypes, dx.ctypes, dims.ctypes)",
+        "return dx",
+    ]
+    dtype = node.outputs[0].type.dtype
+    func = _compile("conv2d_grad_inputs", body, ["wt", "dy", "shape"], "conv_grad_inputs", dtype)
+    return func, _key(op, node)
+
+
+@register_funcify_and_cache_key(Conv2dGradWeights)
+def numba_funcify_Conv2dGradWeights(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    name = f"conv2d_grad_wrt_weights: {op}"
+    g = op.num_groups
+    flip = "dk[:, :, ::-1, ::-1]" if op.filter_flip else "dk"
+    body = [
+        "kh = shape[0]",
+        "kw = shape[1]",
+        "n, c, h, w = x.shape",
+        "n2, f, hy, wy = dy.shape",
+        f"cg = c // {g}",
+        _check("n2 != n", f"{name}: output_grad and input have different batch sizes"),
+        *_group_lines(op, name),
+        *_pad_lines(op, name),
+        _check(
+            "ho != hy or wo != wy",
+            f"{name}: output_grad does not have the output shape that the input and "
+            "filter_shape give",
+        ),
+        "xc = np.ascontiguousarray(x)",
+        "dyc = np.ascontiguousarray(dy)",
+        "dk = np.zeros((f, cg, kh, kw), dtype=x.dtype)",
+        *_conv_dims(op),
+        "dims2 = np.empty(20, dtype=np.int64)",
+        "dims2[:19] = dims",
+        f"dims2[19] = {GRAD_WEIGHT_TASKS}",
+        "if dk.size > 0 and xc.size > 0:",
+        "    conv_grad_weights_fn(xc.ctypes, dyc.ctypes, dk.ctypes, dims2.ctypes)",
+        f"return np.ascontiguousarray({flip})",
+    ]
+    dtype = node.outputs[0].type.dtype
+    func = _compile("conv2d_grad_weights", body, ["x", "dy", "shape"], "conv_grad_weights", dtype)
+    return func, _key(op, node)
+
+
+# --------------------------------------------------------------------------
+# pooling
+
+
+_MODE_CODES = {
+    "max": pool_kernels.MAX,
+    "sum": pool_kernels.SUM,
+    "average_inc_pad": pool_kernels.AVG_INC,
+    "average_exc_pad": pool_kernels.AVG_EXC,
+}
+
+
+def _pool_out_lines(op, ndim: int) -> list[str]:
+    """Lines defining ``h, w, oh, ow``, ``planes`` and ``lead`` (the leading shape) of ``x``."""
+    lines = [f"h = x.shape[{ndim - 2}]", f"w = x.shape[{ndim - 1}]"]
+    for name, size, i in (("oh", "h", 0), ("ow", "w", 1)):
+        ws, st, pad = op.ws[i], op.stride[i], op.pad[i]
+        v = f"({size} + {2 * pad})"
+        if op.ignore_border:
+            lines.append(f"{name} = max(0, ({v} - {ws}) // {st} + 1)")
+        elif st >= ws:
+            lines.append(f"{name} = ({v} - 1) // {st} + 1")
+        else:
+            lines.append(f"{name} = max(0, ({v} - 1 - {ws} + {st}) // {st}) + 1")
+    lead = [f"x.shape[{i}]" for i in range(ndim - 2)]
+    lines.append("lead = (" + "".join(f"{s}, " for s in lead) + ")")
+    lines.append("planes = " + (" * ".join(lead) if lead else "1"))
+    return lines
+
+
+def _pool_dims(op) -> list[str]:
+    (wh, ww), (sh, sw), (ph, pw) = op.ws, op.stride, op.pad
+    values = ["planes", "h", "w", "oh", "ow", wh, ww, sh, sw, ph, pw, _MODE_CODES[op.mode]]
+    return _dims([str(v) for v in values])
+
+
+def _shape_check(what: str, var: str, ndim: int, rows: str, cols: str, where: str) -> str:
+    conds = [f"{var}.shape[{i}] != x.shape[{i}]" for i in range(ndim - 2)]
+    conds += [f"{var}.shape[{ndim - 2}] != {rows}", f"{var}.shape[{ndim - 1}] != {cols}"]
+    return _check(" or ".join(conds), f"{where}: {what} does not have the expected shape")
+
+
+def _contig(names: list[str]) -> list[str]:
+    return [f"{n}c = np.ascontiguousarray({n})" for n in names]
+
+
+@register_funcify_and_cache_key(Pool2d)
+def numba_funcify_Pool2d(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    body = [
+        *_pool_out_lines(op, node.inputs[0].ndim),
+        *_contig(["x"]),
+        "out = np.empty(lead + (oh, ow), dtype=x.dtype)",
+        *_pool_dims(op),
+        "if out.size > 0:",
+        "    pool_forward_fn(xc.ctypes, out.ctypes, dims.ctypes)",
+        "return out",
+    ]
+    dtype = node.outputs[0].type.dtype
+    return _compile("pool_2d", body, ["x"], "pool_forward", dtype), _key(op, node)
+
+
+@register_funcify_and_cache_key(MaxPool2dGrad)
+def numba_funcify_MaxPool2dGrad(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    where = f"max pool gradient: {op}"
+    body = [
+        *_pool_out_lines(op, ndim),
+        _shape_check("maxout", "maxout", ndim, "oh", "ow", where),
+        _shape_check("the output gradient", "gz", ndim, "oh", "ow", where),
+        *_contig(["x", "gz"]),
+        "gx = np.zeros(x.shape, dtype=x.dtype)",
+        *_pool_dims(op),
+        "if gz.size > 0:",
+        "    max_pool_grad_fn(xc.ctypes, gzc.ctypes, gx.ctypes, dims.ctypes)",
+        "return gx",
+    ]
+    dtype = node.outputs[0].type.dtype
+    func = _compile("max_pool_2d_grad", body, ["x", "maxout", "gz"], "max_pool_grad", dtype)
+    return func, _key(op, node)
+
+
+@register_funcify_and_cache_key(MaxPool2dGradGrad)
+def numba_funcify_MaxPool2dGradGrad(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    where = f"max pool second-order gradient: {op}"
+    body = [
+        *_pool_out_lines(op, ndim),
+        _shape_check("maxout", "maxout", ndim, "oh", "ow", where),
+        _shape_check("the second-order gradient", "ggx", ndim, "h", "w", where),
+        *_contig(["x", "ggx"]),
+        "out = np.zeros(lead + (oh, ow), dtype=x.dtype)",
+        *_pool_dims(op),
+        "if out.size > 0:",
+        "    max_pool_grad_grad_fn(xc.ctypes, ggxc.ctypes, out.ctypes, dims.ctypes)",
+        "return out",
+    ]
+    dtype = node.outputs[0].type.dtype
+    func = _compile(
+        "max_pool_2d_grad_grad", body, ["x", "maxout", "ggx"], "max_pool_grad_grad", dtype
+    )
+    return func, _key(op, node)
+
+
+@register_funcify_and_cache_key(AveragePool2dGrad)
+def numba_funcify_AveragePool2dGrad(op, node, **kwargs):
+    if _has_float16(node):
+        return _fallback(op, node, kwargs)
+    ndim = node.inputs[0].ndim
+    where = f"average pool gradient: {op}"
+    body = [
+        *_pool_out_lines(op, ndim),
+        _shape_check("the output gradient", "gz", ndim, "oh", "ow", where),
+        *_contig(["gz"]),
+        "gx = np.zeros(x.shape, dtype=x.dtype)",
+        *_pool_dims(op),
+        "if gz.size > 0:",
+        "    average_pool_grad_fn(gzc.ctypes, gx.ctypes, dims.ctypes)",
+        "return gx",
+    ]
+    dtype = node.outputs[0].type.dtype
+    func = _compile("average_pool_2d_grad", body, ["x", "gz"], "average_pool_grad", dtype)
+    return func, _key(op, node)

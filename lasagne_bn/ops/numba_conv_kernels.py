@@ -1,0 +1,624 @@
+"""Numba kernels for convolution (the default backend): a small GEMM engine.
+
+Every convolution (and both gradients) is one matrix product per image and
+group whose operands are *views* of a zero-padded copy of the image, so
+nothing is unrolled (no ``im2col``) for unit strides:
+
+- forward, unit stride: ``out[f, q] = sum_kk W[f, kk] * P[c, off(kk) + q]``
+  where ``P`` is the padded image stored with rows of width ``Wp``, ``q =
+  y*Wp + x`` runs over a "wide" output (``Wp - Wo`` extra columns per row
+  are computed and dropped) and ``kk = (c, i, j)`` has offset ``off(kk) = c*L
+  + i*dh*Wp + j*dw``;
+- input gradient, unit stride: the same correlation of the padded output
+  gradient with the flipped, transposed filters;
+- filter gradient, unit stride: ``dW^T[kk, f] = sum_q P[c, off(kk) + q] *
+  dy[f, q]``, summed over images per thread, then across threads;
+- other strides: the image is unrolled (``im2col``) per image into a
+  thread-local buffer and ``col2im`` scatters the input gradient back.
+
+The product itself is a register-blocked micro-kernel written in LLVM IR
+(:func:`microkernel`): an ``MR x NR`` block of the result stays in vector
+registers (``NR`` = two SIMD vectors of the host's widest width) while it
+accumulates ``kc`` rank-1 updates; rows of the left operand are read
+through a row-offset table and rows of the right operand through a
+per-``kk`` offset table, which is what lets both be views.  Work is split
+over images, groups and blocks of output rows with ``prange``: one thread
+pool (Numba's), one hand-over per Op.  We first used BLAS (``np.dot`` and
+``numba_xxgemm``), and on a loaded 2-core machine every hand-over between
+Numba's threads and the BLAS's threads cost milliseconds of spinning
+(up to 10x slower); OpenBLAS's ``openblas_set_num_threads_local`` is
+process-wide in its pthreads builds, so BLAS cannot be made single-threaded
+per call.
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llb
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# Start Numba's thread pool now (see numba_kernels.py: kernels loaded from
+# the on-disk cache into a fresh PyTensor function do not start it).
+numba.get_num_threads()
+
+_FEATURES = llb.get_host_cpu_features()
+if _FEATURES.get("avx512f", False):
+    VECTOR_BYTES, MR = 64, 8  # 16 accumulators of 32 zmm registers
+elif _FEATURES.get("avx", False):
+    VECTOR_BYTES, MR = 32, 6  # 12 accumulators of 16 ymm registers
+else:
+    VECTOR_BYTES, MR = 16, 4
+NV = 2  # SIMD vectors per micro-tile row: NR = NV * VECTOR_BYTES / itemsize
+KC = 256  # reduction block: a KC x NR panel of the right operand stays in L1
+SPLIT_TASKS = 8  # split the output rows until there are this many tasks
+
+kernel = numba.njit(parallel=True, cache=True, nogil=True)
+driver = numba.njit(cache=True, nogil=True)
+
+
+# --------------------------------------------------------------------------
+# the micro-kernel
+
+
+@intrinsic
+def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate):
+    """``tile[i*NR + j] (+)= sum_{kk<kc} a[a0 + arow[i0 + i] + kk] * b[b0 + boff[p0 + kk] + j]``.
+
+    For ``i < MR`` and ``j < NR``; ``tile`` (a 1-D array starting at the
+    block) is a contiguous ``MR x NR`` block, overwritten or, with
+    ``accumulate``, added to.  Left-operand rows are contiguous in ``kk``;
+    right-operand rows are contiguous in ``j`` (two SIMD loads each).
+    """
+    sig = types.void(
+        types.intp,
+        a,
+        types.intp,
+        arow,
+        types.intp,
+        b,
+        types.intp,
+        boff,
+        types.intp,
+        tile,
+        types.boolean,
+    )
+
+    def codegen(context, builder, sig, args):
+        kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate = args
+        aty, arowty, bty, boffty, tilety = (sig.args[i] for i in (1, 3, 5, 7, 9))
+        adata = context.make_array(aty)(context, builder, a).data
+        arowd = context.make_array(arowty)(context, builder, arow).data
+        bdata = context.make_array(bty)(context, builder, b).data
+        boffd = context.make_array(boffty)(context, builder, boff).data
+        tdata = context.make_array(tilety)(context, builder, tile).data
+        fty = adata.type.pointee
+        itemsize = context.get_abi_sizeof(fty)
+        vl = VECTOR_BYTES // itemsize
+        nr = NV * vl
+        vty = ir.VectorType(fty, vl)
+        vptr = vty.as_pointer()
+        intp = a0.type
+        suffix = "f32" if itemsize == 4 else "f64"
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vty, [vty, vty, vty]), f"llvm.fma.v{vl}{suffix}"
+        )
+        undef = ir.Constant(vty, ir.Undefined)
+        splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), vl), [0] * vl)
+        accs = [[cgutils.alloca_once(builder, vty) for _ in range(NV)] for _ in range(MR)]
+
+        def tile_ptr(i, v):
+            return builder.bitcast(builder.gep(tdata, [ir.Constant(intp, i * nr + v * vl)]), vptr)
+
+        with builder.if_else(accumulate) as (then, otherwise):
+            with then:
+                for i in range(MR):
+                    for v in range(NV):
+                        builder.store(builder.load(tile_ptr(i, v), align=itemsize), accs[i][v])
+            with otherwise:
+                for i in range(MR):
+                    for v in range(NV):
+                        builder.store(ir.Constant(vty, None), accs[i][v])
+        rows = []
+        for i in range(MR):
+            off = builder.load(builder.gep(arowd, [builder.add(i0, ir.Constant(intp, i))]))
+            rows.append(builder.gep(adata, [builder.add(a0, off)]))
+        bbase = builder.gep(bdata, [b0])
+        obase = builder.gep(boffd, [p0])
+        with cgutils.for_range(builder, kc) as loop:
+            kk = loop.index
+            bp = builder.gep(bbase, [builder.load(builder.gep(obase, [kk]))])
+            bv = [
+                builder.load(
+                    builder.bitcast(builder.gep(bp, [ir.Constant(intp, v * vl)]), vptr),
+                    align=itemsize,
+                )
+                for v in range(NV)
+            ]
+            for i in range(MR):
+                s = builder.load(builder.gep(rows[i], [kk]))
+                sv = builder.shuffle_vector(
+                    builder.insert_element(undef, s, ir.Constant(ir.IntType(32), 0)),
+                    undef,
+                    splat_mask,
+                )
+                for v in range(NV):
+                    acc = builder.call(fma, [sv, bv[v], builder.load(accs[i][v])])
+                    builder.store(acc, accs[i][v])
+        for i in range(MR):
+            for v in range(NV):
+                builder.store(builder.load(accs[i][v]), tile_ptr(i, v), align=itemsize)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@driver
+def panel_width(x):
+    """``NR`` for arrays of ``x``'s dtype."""
+    return NV * VECTOR_BYTES // x.itemsize
+
+
+@driver
+def padded_rows(m):
+    return (m + MR - 1) // MR * MR
+
+
+@driver
+def row_table(m, stride):
+    """``arow`` for a row-major matrix: ``i * stride``, padded rows repeat row 0."""
+    t = np.zeros(padded_rows(m), dtype=np.intp)
+    for i in range(m):
+        t[i] = i * stride
+    return t
+
+
+@driver
+def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate, panel):
+    """``dst[d0 + r*ldd + map(q)] (+)= sum_kk a[a0 + arow[r] + kk] * b[b0 + boff[kk] + q]``.
+
+    For ``r < m`` and ``q < n``, where ``map(q) = (q // wrow) * wout + q % wrow``
+    drops the columns with ``q % wrow >= wout`` (the "wide" layout).
+    ``arow`` must have ``padded_rows(m)`` entries and every ``b`` row must
+    be readable ``NR - 1`` elements past the last column used; ``panel`` is
+    a scratch buffer of ``padded_rows(m) * NR`` elements.
+    """
+    nr = panel_width(dst)
+    mp = padded_rows(m)
+    for j0 in range(0, n, nr):
+        nj = min(nr, n - j0)
+        for p0 in range(0, k, KC):
+            kc = min(KC, k - p0)
+            for i0 in range(0, mp, MR):
+                microkernel(
+                    kc, a, a0 + p0, arow, i0, b, b0 + j0, boff, p0, panel[i0 * nr :], p0 > 0
+                )
+        if k == 0:
+            panel[:] = 0
+        r0 = j0 // wrow
+        x0 = j0 - r0 * wrow
+        for r in range(m):
+            row = d0 + r * ldd
+            y = r0
+            x = x0
+            for jj in range(nj):
+                if x < wout:
+                    idx = row + y * wout + x
+                    if accumulate:
+                        dst[idx] += panel[r * nr + jj]
+                    else:
+                        dst[idx] = panel[r * nr + jj]
+                x += 1
+                if x == wrow:
+                    x = 0
+                    y += 1
+
+
+# --------------------------------------------------------------------------
+# copies
+
+
+@driver
+def span(pad, offset, stride, size, n_out):
+    """Output positions ``[lo, hi)`` whose input index ``o*stride + offset - pad`` is in range."""
+    a = pad - offset
+    lo = 0 if a <= 0 else (a + stride - 1) // stride
+    b = size + pad - offset
+    hi = 0 if b <= 0 else (b + stride - 1) // stride
+    lo = min(lo, n_out)
+    hi = min(max(hi, lo), n_out)
+    return lo, hi
+
+
+@driver
+def pad_into(src, dst, d0, ld, rows, width, top, left):
+    """Zero ``dst[d0 : d0 + C*ld]`` and copy the planes ``src`` (C, R, S) in at (top, left).
+
+    Channel ``c`` is a ``rows x width`` row-major plane at ``d0 + c*ld``; the
+    rest of its ``ld`` elements (the tail the last taps' views run into)
+    stays zero.  Source rows and columns that fall outside are dropped.
+    """
+    C, R, S = src.shape
+    dst[d0 : d0 + C * ld] = 0
+    lo, hi = span(-left, 0, 1, width, S)
+    if hi <= lo:
+        return
+    for c in range(C):
+        for r in range(R):
+            d = r + top
+            if d < 0 or d >= rows:
+                continue
+            base = d0 + c * ld + d * width + left
+            dst[base + lo : base + hi] = src[c, r, lo:hi]
+
+
+@driver
+def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
+    """``col[((c*kh + i)*kw + j)*ld + y*wo + o] = pad(x)[c, y*sh + i*dh, o*sw + j*dw]``."""
+    C, H, W = x.shape
+    khw = kh * kw
+    for row in range(C * khw):
+        c = row // khw
+        ij = row - c * khw
+        i = ij // kw
+        j = ij - i * kw
+        off = j * dw - pl
+        xlo, xhi = span(pl, j * dw, sw, W, wo)
+        for y in range(ho):
+            base = row * ld + y * wo
+            iy = y * sh + i * dh - pt
+            if iy < 0 or iy >= H:
+                col[base : base + wo] = 0
+                continue
+            col[base : base + xlo] = 0
+            for o in range(xlo, xhi):
+                col[base + o] = x[c, iy, o * sw + off]
+            col[base + xhi : base + wo] = 0
+
+
+@driver
+def col2im(col, ld, dx, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
+    """Transpose of :func:`im2col`: ``dx`` (zeroed by the caller) += every column entry."""
+    C, H, W = dx.shape
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                off = j * dw - pl
+                xlo, xhi = span(pl, j * dw, sw, W, wo)
+                for y in range(ho):
+                    iy = y * sh + i * dh - pt
+                    if iy < 0 or iy >= H:
+                        continue
+                    base = row * ld + y * wo
+                    for o in range(xlo, xhi):
+                        dx[c, iy, o * sw + off] += col[base + o]
+
+
+@driver
+def tap_offsets(cin, ld, kh, kw, dh, dw, width):
+    """``off[(c*kh + i)*kw + j] = c*ld + i*dh*width + j*dw`` (views of a padded image)."""
+    t = np.empty(cin * kh * kw, dtype=np.intp)
+    for c in range(cin):
+        for i in range(kh):
+            for j in range(kw):
+                t[(c * kh + i) * kw + j] = c * ld + i * dh * width + j * dw
+    return t
+
+
+@driver
+def row_splits(items, rows):
+    """How many blocks of output rows to cut each item into (to have enough tasks)."""
+    want = (SPLIT_TASKS + items - 1) // items
+    return max(1, min(rows, want))
+
+
+# --------------------------------------------------------------------------
+# forward
+
+
+@kernel
+def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
+    """``out = conv(x, k)``; ``k`` is ``(F, Cg, kh, kw)``, already oriented (flipped)."""
+    N, C, H, W = x.shape
+    F, Cg, kh, kw = k.shape
+    Ho, Wo = out.shape[2], out.shape[3]
+    Fg = F // G
+    K = Cg * kh * kw
+    nr = panel_width(x)
+    kf = k.reshape(-1)
+    of = out.reshape(-1)
+    arow = row_table(Fg, K)
+    items = N * G
+    if sh == 1 and sw == 1:
+        Hp, Wp = H + pt + pb, W + pl + pr
+        L = Hp * Wp + (kw - 1) * dw + nr
+        boff = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
+        pbuf = np.empty(items * Cg * L, dtype=x.dtype)
+        for it in prange(items):
+            n, g = it // G, it % G
+            pad_into(x[n, g * Cg : (g + 1) * Cg], pbuf, it * Cg * L, L, Hp, Wp, pt, pl)
+        nsplit = row_splits(items, Ho)
+        for task in prange(items * nsplit):
+            it, s = task // nsplit, task % nsplit
+            n, g = it // G, it % G
+            y0, y1 = s * Ho // nsplit, (s + 1) * Ho // nsplit
+            if y1 <= y0:
+                continue
+            panel = np.empty(padded_rows(Fg) * nr, dtype=x.dtype)
+            ncols = (y1 - y0 - 1) * Wp + Wo
+            gemm(
+                Fg,
+                ncols,
+                K,
+                kf,
+                g * Fg * K,
+                arow,
+                pbuf,
+                it * Cg * L + y0 * Wp,
+                boff,
+                of,
+                (n * F + g * Fg) * Ho * Wo + y0 * Wo,
+                Ho * Wo,
+                Wp,
+                Wo,
+                False,
+                panel,
+            )
+        return
+    ld = Ho * Wo + nr
+    boff = np.arange(K) * ld
+    for it in prange(items):
+        n, g = it // G, it % G
+        col = np.empty(K * ld, dtype=x.dtype)
+        col[K * ld - nr :] = 0
+        im2col(x[n, g * Cg : (g + 1) * Cg], col, ld, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+        panel = np.empty(padded_rows(Fg) * nr, dtype=x.dtype)
+        gemm(
+            Fg,
+            Ho * Wo,
+            K,
+            kf,
+            g * Fg * K,
+            arow,
+            col,
+            0,
+            boff,
+            of,
+            (n * F + g * Fg) * Ho * Wo,
+            Ho * Wo,
+            Ho * Wo,
+            Ho * Wo,
+            False,
+            panel,
+        )
+
+
+# --------------------------------------------------------------------------
+# input gradient
+
+
+@kernel
+def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
+    """``dx = conv^T(dy)``, overwritten; ``k`` oriented as in the forward pass."""
+    N, F, Ho, Wo = dy.shape
+    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
+    _, Cg, kh, kw = k.shape
+    Fg = F // G
+    T = kh * kw
+    K = Cg * T
+    nr = panel_width(dy)
+    xf = dx.reshape(-1)
+    items = N * G
+    if sh == 1 and sw == 1:
+        # correlation of the padded output gradient with flipped, transposed filters
+        kt = np.empty(G * Cg * Fg * T, dtype=dy.dtype)
+        for g in range(G):
+            for c in range(Cg):
+                for f in range(Fg):
+                    for i in range(kh):
+                        for j in range(kw):
+                            kt[((g * Cg + c) * Fg + f) * T + i * kw + j] = k[
+                                g * Fg + f, c, kh - 1 - i, kw - 1 - j
+                            ]
+        arow = row_table(Cg, Fg * T)
+        dkh, dkw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+        Hq, Wq = H + dkh - 1, W + dkw - 1
+        L = Hq * Wq + dkw - 1 + nr
+        boff = tap_offsets(Fg, L, kh, kw, dh, dw, Wq)
+        qbuf = np.empty(items * Fg * L, dtype=dy.dtype)
+        for it in prange(items):
+            n, g = it // G, it % G
+            pad_into(
+                dy[n, g * Fg : (g + 1) * Fg],
+                qbuf,
+                it * Fg * L,
+                L,
+                Hq,
+                Wq,
+                dkh - 1 - pt,
+                dkw - 1 - pl,
+            )
+        nsplit = row_splits(items, H)
+        for task in prange(items * nsplit):
+            it, s = task // nsplit, task % nsplit
+            n, g = it // G, it % G
+            y0, y1 = s * H // nsplit, (s + 1) * H // nsplit
+            if y1 <= y0:
+                continue
+            panel = np.empty(padded_rows(Cg) * nr, dtype=dy.dtype)
+            ncols = (y1 - y0 - 1) * Wq + W
+            gemm(
+                Cg,
+                ncols,
+                Fg * T,
+                kt,
+                g * Cg * Fg * T,
+                arow,
+                qbuf,
+                it * Fg * L + y0 * Wq,
+                boff,
+                xf,
+                (n * C + g * Cg) * H * W + y0 * W,
+                H * W,
+                Wq,
+                W,
+                False,
+                panel,
+            )
+        return
+    # strided: dcol = W^T dy (one GEMM per image), then col2im
+    wt = np.empty(G * K * Fg, dtype=dy.dtype)
+    for g in range(G):
+        for f in range(Fg):
+            for kk in range(K):
+                wt[(g * K + kk) * Fg + f] = k[g * Fg + f, kk // T, (kk % T) // kw, kk % kw]
+    arow = row_table(K, Fg)
+    P = Ho * Wo
+    boff = np.arange(Fg) * P
+    for it in prange(items):
+        n, g = it // G, it % G
+        ybuf = np.empty(Fg * P + nr, dtype=dy.dtype)
+        ybuf[Fg * P :] = 0
+        ybuf[: Fg * P] = dy[n, g * Fg : (g + 1) * Fg].reshape(-1)
+        col = np.empty(K * P, dtype=dy.dtype)
+        panel = np.empty(padded_rows(K) * nr, dtype=dy.dtype)
+        gemm(K, P, Fg, wt, g * K * Fg, arow, ybuf, 0, boff, col, 0, P, P, P, False, panel)
+        plane = dx[n, g * Cg : (g + 1) * Cg]
+        plane[:] = 0
+        col2im(col, P, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+
+
+# --------------------------------------------------------------------------
+# filter gradient
+
+
+@kernel
+def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
+    """``dk`` (F, Cg, kh, kw), oriented: sum over the batch of ``dy (x) windows(x)``.
+
+    Computed as ``dW^T[kk, f] = sum_q A[kk, q] * dyT[q, f]`` with ``A`` the
+    (virtual) unrolled image, in ``tasks`` partial sums reduced at the end.
+    """
+    N, C, H, W = x.shape
+    F, Ho, Wo = dy.shape[1], dy.shape[2], dy.shape[3]
+    _, Cg, kh, kw = dk.shape
+    Fg = F // G
+    T = kh * kw
+    K = Cg * T
+    nr = panel_width(x)
+    fp = (Fg + nr - 1) // nr * nr  # dyT row length
+    items = N * G
+    ntask = max(1, min(items, tasks))
+    acc = np.zeros((ntask, G, K, Fg), dtype=x.dtype)
+    accf = acc.reshape(-1)
+    Hp, Wp = H + pt + pb, W + pl + pr
+    unit = sh == 1 and sw == 1
+    if unit:
+        L = Hp * Wp + (kw - 1) * dw + nr
+        a_size = Cg * L
+        arow_all = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
+        arow = np.zeros(padded_rows(K), dtype=np.intp)
+        arow[:K] = arow_all
+        Q = (Ho - 1) * Wp + Wo  # wide positions that carry outputs
+        width = Wp
+    else:
+        L = Ho * Wo
+        a_size = K * L
+        arow = row_table(K, L)
+        Q = Ho * Wo
+        width = Wo
+    boff_q = np.arange(Q) * fp
+    for task in prange(ntask):
+        a_buf = np.empty(a_size, dtype=x.dtype)
+        yt = np.empty(Q * fp + nr, dtype=x.dtype)
+        panel = np.empty(padded_rows(K) * nr, dtype=x.dtype)
+        for it in range(task * items // ntask, (task + 1) * items // ntask):
+            n, g = it // G, it % G
+            if unit:
+                pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
+            else:
+                im2col(
+                    x[n, g * Cg : (g + 1) * Cg], a_buf, L, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo
+                )
+            # dyT[q, f] = dy[n, g*Fg + f, y, x] for q = y*width + x (zeros elsewhere)
+            yt[:] = 0
+            for f in range(Fg):
+                for y in range(Ho):
+                    for xx in range(Wo):
+                        yt[(y * width + xx) * fp + f] = dy[n, g * Fg + f, y, xx]
+            gemm(
+                K,
+                Fg,
+                Q,
+                a_buf,
+                0,
+                arow,
+                yt,
+                0,
+                boff_q,
+                accf,
+                ((task * G) + g) * K * Fg,
+                Fg,
+                Fg,
+                Fg,
+                True,
+                panel,
+            )
+    for g in range(G):
+        for kk in range(K):
+            c, t = kk // T, kk % T
+            for f in range(Fg):
+                s = 0.0
+                for task in range(ntask):
+                    s += acc[task, g, kk, f]
+                dk[g * Fg + f, c, t // kw, t % kw] = s
+
+
+# --------------------------------------------------------------------------
+# C-callable entry points: array pointers and an int64 parameter vector in.
+# PyTensor's generated functions call these through pointers (see
+# numba_conv.py) instead of linking the kernels' IR into every graph, which
+# made each new ``pytensor.function`` with a convolution spend ~45 s
+# re-optimizing the parallel kernels.
+
+CONV_DIMS = 19  # N, C, H, W, F, Cg, kh, kw, Ho, Wo, sh, sw, dh, dw, pt, pb, pl, pr, G
+
+
+def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV_DIMS,))
+    x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
+    out = numba.carray(out_ptr, (d[0], d[4], d[8], d[9]))
+    conv_forward(x, k, out, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    return 0
+
+
+def _conv_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV_DIMS,))
+    k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
+    dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
+    dx = numba.carray(dx_ptr, (d[0], d[1], d[2], d[3]))
+    conv_grad_inputs(k, dy, dx, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    return 0
+
+
+def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV_DIMS + 1,))
+    x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
+    dk = numba.carray(dk_ptr, (d[4], d[5], d[6], d[7]))
+    conv_grad_weights(
+        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19]
+    )
+    return 0
+
+
+ENTRIES = {
+    "conv_forward": (_conv_forward_entry, 3),
+    "conv_grad_inputs": (_conv_grad_inputs_entry, 3),
+    "conv_grad_weights": (_conv_grad_weights_entry, 3),
+}
