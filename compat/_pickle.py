@@ -532,13 +532,25 @@ DEFAULT_EQUIVALENTS = {
 }
 
 
+#: Lasagne's GPU-only layer classes -> the lasagne_bn layer that computes the
+#: same (their pickled ``flip_filters=False`` and other attributes carry over).
+GPU_LAYER_ALIASES = {
+    "lasagne.layers.dnn.Conv2DDNNLayer": "Conv2DLayer",
+    "lasagne.layers.dnn.Pool2DDNNLayer": "Pool2DLayer",
+    "lasagne.layers.dnn.MaxPool2DDNNLayer": "MaxPool2DLayer",
+    "lasagne.layers.dnn.BatchNormDNNLayer": "BatchNormLayer",
+    "lasagne.layers.corrmm.Conv2DMMLayer": "Conv2DLayer",
+}
+
+
 def _layer_class(path: str):
     """lasagne_bn's layer class for a ``lasagne.layers.*`` class path, or None."""
     if not path.startswith("lasagne.layers."):
         return None
     import lasagne_bn.layers as layers
 
-    cls = getattr(layers, path.rpartition(".")[2], None)
+    name = GPU_LAYER_ALIASES.get(path, path.rpartition(".")[2])
+    cls = getattr(layers, name, None)
     if isinstance(cls, type) and issubclass(cls, layers.Layer):
         return cls
     return None

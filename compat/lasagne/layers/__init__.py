@@ -30,7 +30,6 @@ from lasagne_bn.layers import (  # noqa: F401
 __all__ = list(_layers.__all__)
 
 _RECURRENT = GONE["lasagne.layers.recurrent"]
-_NO_CONV = "lasagne_bn's convolution and pooling layers are not in this lasagne_bn version"
 
 _MISSING = {
     "dnn": GONE["lasagne.layers.dnn"],
@@ -52,32 +51,16 @@ _MISSING = {
     "rrelu": "use prelu or a LeakyRectify nonlinearity",
     "SpatialPyramidPoolingLayer": "lasagne_bn has no SpatialPyramidPoolingLayer",
     "FeatureWTALayer": "lasagne_bn has no FeatureWTALayer",
-    "DilatedConv2DLayer": "lasagne_bn has no dilated convolutions",
+    "FeaturePoolLayer": "reshape with ReshapeLayer and pool with an ExpressionLayer",
     **{
-        name: _NO_CONV
+        name: "3-D convolution, pooling and upscaling layers are not in lasagne_bn"
         for name in (
-            "conv",
-            "pool",
-            "Conv1DLayer",
-            "Conv2DLayer",
             "Conv3DLayer",
-            "TransposedConv2DLayer",
             "TransposedConv3DLayer",
-            "Deconv2DLayer",
             "Deconv3DLayer",
-            "Pool1DLayer",
-            "Pool2DLayer",
             "Pool3DLayer",
-            "MaxPool1DLayer",
-            "MaxPool2DLayer",
             "MaxPool3DLayer",
-            "GlobalPoolLayer",
-            "FeaturePoolLayer",
-            "Upscale1DLayer",
-            "Upscale2DLayer",
             "Upscale3DLayer",
-            "PadLayer",
-            "pad",
         )
     },
 }
