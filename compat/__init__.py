@@ -80,6 +80,11 @@ def install(*, theano_flags: str | None = None) -> None:
         holds).
     """
     global _finder
+    if theano_flags is not None and not isinstance(theano_flags, str):
+        raise TypeError(
+            f"theano_flags={theano_flags!r} must be a str like 'floatX=float32' (or None for "
+            "the THEANO_FLAGS environment variable)"
+        )
     with _lock:
         if is_installed():
             return

@@ -124,6 +124,24 @@ class Checkpoint:
 # reading
 
 
+def _check_network(network, what: str = "network") -> None:
+    from lasagne_bn.layers import Layer
+
+    layers = network if isinstance(network, list | tuple) else [network]
+    if not layers or not all(isinstance(layer, Layer) for layer in layers):
+        raise TypeError(
+            f"{what}={network!r} ({type(network).__name__}) must be a lasagne_bn layer or a "
+            "list of layers (the network's output layer(s))"
+        )
+
+
+def _check_classes(classes) -> None:
+    if classes is not None and not isinstance(classes, Mapping):
+        raise TypeError(
+            f"classes={classes!r} must be a mapping from 'module.Name' to a class, or None"
+        )
+
+
 def _read_source(source) -> tuple[bytes, str]:
     if isinstance(source, str | os.PathLike):
         path = os.fspath(source)
@@ -328,6 +346,7 @@ def read_checkpoint(source, *, classes: Mapping | None = None) -> Checkpoint:
     UnsafePickleError
         If a pickle names a global off the allow-list (nothing was run).
     """
+    _check_classes(classes)
     data, where = _read_source(source)
     kind = _sniff(data)
     if kind == "gzip":
@@ -478,6 +497,7 @@ def load_params(
     from lasagne_bn.layers import get_all_params, set_all_param_values
     from lasagne_bn.layers.bn_storage import convert_param_values
 
+    _check_network(network)
     if stat_storage not in ("inv_std", "var"):
         raise ValueError(
             f"stat_storage={stat_storage!r} is not known: expected 'inv_std' (Lasagne files) "
@@ -562,6 +582,7 @@ def save_params(
     from lasagne_bn.layers import get_all_param_values
     from lasagne_bn.layers.bn_storage import convert_param_values
 
+    _check_network(network)
     if format not in WRITE_FORMATS:
         raise ValueError(
             f"format={format!r} is not a format save_params writes: expected one of "

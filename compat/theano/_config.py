@@ -146,6 +146,10 @@ def apply_theano_flags(flags: str) -> dict[str, str]:
     dict
         The ignored options and why.
     """
+    if flags is not None and not isinstance(flags, str):
+        raise TypeError(
+            f"theano_flags={flags!r} must be a str like 'floatX=float32,mode=FAST_COMPILE'"
+        )
     ignored: dict[str, str] = {}
     for item in (flags or "").split(","):
         item = item.strip()

@@ -45,6 +45,11 @@ class TestInstall:
         # the shims' targets were left alone
         assert lasagne_bn.layers.helper.__spec__.name == "lasagne_bn.layers.helper"
 
+    def test_bad_flags_argument(self):
+        with pytest.raises(TypeError, match="theano_flags=3 must be a str"):
+            compat.install(theano_flags=3)
+        assert not compat.is_installed()
+
     def test_refuses_when_the_real_theano_is_imported(self):
         fake = types.ModuleType("theano")
         sys.modules["theano"] = fake

@@ -504,6 +504,12 @@ class TestArguments:
             cio.save_params(net.out, tmp_path / "x", "model-zoo", extras={"a": {1}})
         with pytest.raises(LegacyFormatError, match="is a directory"):
             cio.read_checkpoint(tmp_path)
+        with pytest.raises(TypeError, match="network=3 \\(int\\) must be a lasagne_bn layer"):
+            cio.load_params(3, ORACLE / "mlp_params.npz")
+        with pytest.raises(TypeError, match="network=\\[\\] \\(list\\) must be"):
+            cio.save_params([], tmp_path / "x")
+        with pytest.raises(TypeError, match="classes=\\['a'\\] must be a mapping"):
+            cio.read_checkpoint(ORACLE / "mlp_params.npz", classes=["a"])
         assert not (tmp_path / "x").exists()
 
 
