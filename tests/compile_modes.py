@@ -16,3 +16,19 @@ def mode_for(name: str):
     if name == "py":
         return Mode(linker="py", optimizer=None)
     return name.upper()
+
+
+# The layer tests' modes: the four DESIGN §5 requires for numerics.
+LAYER_MODES = {
+    "numba": None,  # the default mode
+    "fast_compile": "FAST_COMPILE",
+    "py": Mode(linker="py", optimizer=None),
+    "jax": "JAX",
+}
+
+
+def mode_params():
+    """``pytest.param``\\ s for LAYER_MODES (ids: numba, fast_compile, py, jax)."""
+    import pytest
+
+    return [pytest.param(mode, id=name) for name, mode in LAYER_MODES.items()]

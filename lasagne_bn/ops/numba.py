@@ -248,10 +248,12 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
     ]
     if running:
         body += ["f = factor.item()", *_scalar_check("running_average_factor", "f", True)]
+        # On (C,) vectors: n-d broadcasting expressions cost seconds to compile.
         body += [
             "m = A * B",
-            f"rm = (rmean * (1.0 - f) + mean.reshape(st_shape) * f).astype({st})",
-            f"rv = (rvar * (1.0 - f) + var.reshape(st_shape) * (m / (m - 1.0) * f)).astype({st})",
+            f"rm = ({_vec('rmean')} * (1.0 - f) + mean * f).astype({st}).reshape(st_shape)",
+            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (m / (m - 1.0) * f))"
+            f".astype({st}).reshape(st_shape)",
             "return out, mean_o, invstd_o, rm, rv",
         ]
     else:

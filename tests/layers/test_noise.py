@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytensor
 import pytest
-from conftest import mode_params
+from compile_modes import mode_params
 
 from lasagne_bn.layers import (
     DropoutLayer,

@@ -8,7 +8,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from conftest import mode_params
+from compile_modes import mode_params
 from pytensor.graph.traversal import graph_inputs
 
 from lasagne_bn import init, nonlinearities, objectives, updates
