@@ -294,9 +294,9 @@ def build_network(stat_storage: str = "inv_std"):
     return DenseLayer(net, 10, nonlinearity=softmax, name="output")
 
 
-NETWORK_TEXT = (
-    "conv 3x3 (16) > batch_norm > relu > max-pool 2 > conv 3x3 (32) > batch_norm > relu "
-    "> max-pool 2 > dense (64) > batch_norm > relu > dense (10) > softmax"
+NETWORK_LINES = (
+    "conv 3x3 (16) > batch_norm > relu > max-pool 2 > conv 3x3 (32) > batch_norm > relu",
+    "> max-pool 2 > dense (64) > batch_norm > relu > dense (10) > softmax",
 )
 
 
@@ -432,9 +432,12 @@ def run(args) -> int:
     ):
         # Known, harmless notices that would only confuse a first run: pip's
         # PyTensor links no BLAS for the C backend (its products then run in
-        # NumPy), and JAX drops PyTensor's shape assertions when it traces.
+        # NumPy); JAX drops PyTensor's shape assertions when it traces, and
+        # without jax_enable_x64 it runs int64 indices as int32 and PyTensor's
+        # float64 accumulators of float32 sums (loss, softmax) in float32.
         warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
         warnings.filterwarnings("ignore", message="Skipping Assert")
+        warnings.filterwarnings("ignore", message="Explicitly requested dtype (int|float)64")
         outcome = demo(args, out, console, min_accuracy)
     for failure in outcome.failures:
         print(f"lasagne-bn demo: FAILED: {failure}", file=sys.stderr, flush=True)
@@ -474,7 +477,8 @@ def demo(args, out: Path, console: Console, min_accuracy: float | None) -> Outco
         f"8x8 grey, 10 classes (stratified split, seed {args.seed})",
         progress=True,
     )
-    console.line(f"network  {NETWORK_TEXT}", progress=True)
+    console.line(f"network  {NETWORK_LINES[0]}", progress=True)
+    console.line(f"         {NETWORK_LINES[1]}", progress=True)
     console.line(
         f"         {count_params(network):,} parameters; training in mode {mode_label}, "
         f"adam (lr {LEARNING_RATE}), batch {args.batch_size}, {args.epochs} epochs",
@@ -604,17 +608,24 @@ def save_and_reload(network, fresh, out: Path, data, reference, console, outcome
         "inv_std": (out / "weights_inv_std.npz", values),
         "var": (out / "weights_var.npz", convert_param_values(network, values, to_storage="var")),
     }
-    rows = []
-    for storage, (path, file_values) in files.items():
+    notes = {
+        "inv_std": "Lasagne's np.savez(path, *get_all_param_values(net)); statistics as inv_std",
+        "var": "the same values with the statistics as var",
+    }
+    for i, (storage, (path, file_values)) in enumerate(files.items()):
         np.savez(path, *file_values)
-        # Lasagne's loading recipe, into a network that never saw the trained values
+        console.line(f"{'saved' if i == 0 else '':<9}{path}  ({notes[storage]})")
+    console.line(
+        "reloaded into fresh networks (Lasagne's recipe), predictions vs the trained one:"
+    )
+    rows = []
+    for storage, (path, _) in files.items():
         with np.load(path) as f:
             loaded = [f[f"arr_{i}"] for i in range(len(f.files))]
         set_all_param_values(fresh[storage], loaded)
         probs = compile_predict(fresh[storage], None)(data.x_test)
         diff = float(np.max(np.abs(probs - reference)))
         same_labels = bool(np.array_equal(probs.argmax(1), reference.argmax(1)))
-        ok = diff <= RELOAD_TOLERANCE and same_labels
         rows.append(
             {
                 "storage": storage,
@@ -623,12 +634,12 @@ def save_and_reload(network, fresh, out: Path, data, reference, console, outcome
                 "same_labels": same_labels,
             }
         )
-        what = "legacy Lasagne format" if storage == "inv_std" else "stat_storage='var'"
+        target = f"{path.name} -> stat_storage={storage!r} network:"
         console.line(
-            f"saved {path} ({what}); reloaded into a fresh {storage} network: "
-            f"max |diff| {diff:.1e}, {'same' if same_labels else 'DIFFERENT'} labels"
+            f"{'':<9}{target:<46}max |diff| {diff:.1e}, "
+            f"{'same' if same_labels else 'DIFFERENT'} labels"
         )
-        if not ok:
+        if not (diff <= RELOAD_TOLERANCE and same_labels):
             outcome.failures.append(
                 f"the network reloaded from {path.name} predicts differently "
                 f"(max |diff| {diff:.2e} > {RELOAD_TOLERANCE:g} or other labels)"
