@@ -67,7 +67,7 @@ COLORS = {"train": "#1f77b4", "test": "#d62728"}
 
 EPILOG = """\
 examples:
-  lasagne-bn demo                          # about 12 epochs, >= 95%% test accuracy
+  lasagne-bn demo                          # about 12 epochs, >= 95% test accuracy
   lasagne-bn demo --epochs 3 --out /tmp/bn-demo --mode jax
   python -m lasagne_bn demo --quiet
 
