@@ -54,9 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lasagne-bn {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    registrars = [_load(spec) for spec in BUILTIN_COMMANDS.values()]
-    registrars += [ep.load() for ep in entry_points(group="lasagne_bn.commands")]
-    for register in registrars:
+    registrars = {name: _load(spec) for name, spec in BUILTIN_COMMANDS.items()}
+    # The same distribution can be seen twice (an editable install plus the
+    # checkout on PYTHONPATH): the first registration of a name wins.
+    for ep in entry_points(group="lasagne_bn.commands"):
+        if ep.name not in registrars:
+            registrars[ep.name] = ep.load()
+    for register in registrars.values():
         register(subparsers)
     return parser
 

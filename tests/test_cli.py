@@ -57,6 +57,19 @@ def test_builtin_subcommands_are_registered():
     assert {"demo", "bench"} <= set(subcommands())
 
 
+def test_an_entry_point_seen_twice_registers_once(monkeypatch):
+    """An editable install plus the checkout on PYTHONPATH lists each entry point twice."""
+    from importlib.metadata import EntryPoint
+
+    twice = [
+        EntryPoint(
+            name="inspect", value="compat.cli:register_inspect", group="lasagne_bn.commands"
+        )
+    ] * 2
+    monkeypatch.setattr(cli, "entry_points", lambda group: twice)
+    assert "inspect" in subcommands()
+
+
 @pytest.mark.parametrize("name", subcommands())
 def test_every_subcommand_help_has_an_example(capsys, name):
     status, out, _ = run_cli(capsys, name, "--help")

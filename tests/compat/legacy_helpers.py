@@ -39,41 +39,15 @@ def legacy():
         compat.uninstall()
 
 
-ENTRY_POINTS = """\
-[lasagne_bn.commands]
-run = compat.cli:register_run
-convert = compat.cli:register_convert
-inspect = compat.cli:register_inspect
-"""
-
-# Runs lasagne_bn.cli.main as the installed ``lasagne-bn`` script would,
-# skipping built-in subcommands whose modules this checkout does not have.
-CLI_SHIM = """\
-import importlib.util, sys
-import lasagne_bn.cli as cli
-cli.BUILTIN_COMMANDS = {
-    name: spec for name, spec in cli.BUILTIN_COMMANDS.items()
-    if importlib.util.find_spec(spec.partition(":")[0]) is not None
-}
-sys.exit(cli.main())
-"""
-
-
 def cli_env(tmp_path: Path, extra: dict | None = None) -> dict:
-    """An environment in which ``lasagne_bn.commands`` entry points exist for this checkout.
+    """The environment for ``lasagne-bn`` subprocesses: this checkout first.
 
-    The pyproject registers them; until the package is reinstalled, a
-    ``.dist-info`` folder on ``PYTHONPATH`` declares the same entry points,
-    which ``importlib.metadata`` finds just as it finds installed ones.
+    The ``run``/``convert``/``inspect`` subcommands come from the
+    ``lasagne_bn.commands`` entry points that installing the package
+    registers (README's set-up command).
     """
-    dist = tmp_path / "ep" / "lasagne_bn_compat_entry_points-0.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: lasagne-bn-compat-entry-points\nVersion: 0\n"
-    )
-    (dist / "entry_points.txt").write_text(ENTRY_POINTS)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(dist.parent)])
+    env["PYTHONPATH"] = str(ROOT)
     env.pop("THEANO_FLAGS", None)
     env.update(extra or {})
     return env
@@ -82,7 +56,7 @@ def cli_env(tmp_path: Path, extra: dict | None = None) -> dict:
 def run_cli(args, tmp_path: Path, extra_env: dict | None = None, timeout: float = 300):
     """``lasagne-bn ARGS`` in a subprocess; returns the CompletedProcess."""
     return subprocess.run(
-        [sys.executable, "-c", CLI_SHIM, *map(str, args)],
+        [sys.executable, "-m", "lasagne_bn", *map(str, args)],
         env=cli_env(tmp_path, extra_env),
         capture_output=True,
         text=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from importlib.metadata import EntryPoint
 
 import numpy as np
 import pytest
@@ -12,19 +13,14 @@ from legacy_helpers import DATA, QUIET, run_cli
 import compat
 import compat.io as cio
 import lasagne_bn.cli as cli
-from compat import cli as compat_cli
 
 pytestmark = QUIET
 ORACLE = DATA / "compat_oracle"
-REGISTRARS = [compat_cli.register_run, compat_cli.register_convert, compat_cli.register_inspect]
-
-
-class _EntryPoint:
-    def __init__(self, func):
-        self.func = func
-
-    def load(self):
-        return self.func
+#: What ``pyproject.toml`` registers in the ``lasagne_bn.commands`` group.
+ENTRY_POINTS = [
+    EntryPoint(name=name, value=f"compat.cli:register_{name}", group="lasagne_bn.commands")
+    for name in ("run", "convert", "inspect")
+]
 
 
 @pytest.fixture
@@ -35,7 +31,7 @@ def lasagne_bn_cmd(monkeypatch, capsys):
         "BUILTIN_COMMANDS",
         {k: v for k, v in cli.BUILTIN_COMMANDS.items() if _importable(v)},
     )
-    monkeypatch.setattr(cli, "entry_points", lambda group: [_EntryPoint(f) for f in REGISTRARS])
+    monkeypatch.setattr(cli, "entry_points", lambda group: ENTRY_POINTS)
 
     def run(*args):
         try:
@@ -221,3 +217,14 @@ def test_entry_points_in_a_fresh_process(tmp_path):
     proc = run_cli(["inspect", tmp_path / "nope"], tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"lasagne-bn inspect: error: no such file: '{tmp_path / 'nope'}'"
+
+
+def test_pyproject_registers_these_entry_points():
+    """The in-process tests above stand in for exactly what installing registers."""
+    import tomllib
+
+    from legacy_helpers import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["entry-points"]["lasagne_bn.commands"]
+    assert declared == {ep.name: ep.value for ep in ENTRY_POINTS}

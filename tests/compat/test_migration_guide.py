@@ -28,7 +28,6 @@ from legacy_helpers import DATA, QUIET, ROOT, run_cli
 import compat
 import compat.io as cio
 import lasagne_bn.cli as cli
-from compat import cli as compat_cli
 
 pytestmark = [*QUIET, pytest.mark.filterwarnings("ignore:THEANO_FLAGS options ignored")]
 GUIDE = ROOT / "migration_guide.md"
@@ -58,21 +57,8 @@ def guide_commands(section: str) -> list[list[str]]:
 
 
 def lasagne_bn_main(args) -> int:
-    """``lasagne-bn ARGS`` in this process, with the entry points of this checkout."""
-    saved = cli.BUILTIN_COMMANDS, cli.entry_points
-    cli.BUILTIN_COMMANDS = {}
-    registrars = [
-        compat_cli.register_run,
-        compat_cli.register_convert,
-        compat_cli.register_inspect,
-    ]
-    cli.entry_points = lambda group: [
-        type("EP", (), {"load": lambda self, f=f: f})() for f in registrars
-    ]
-    try:
-        return cli.main(args)
-    finally:
-        cli.BUILTIN_COMMANDS, cli.entry_points = saved
+    """``lasagne-bn ARGS`` in this process, with the installed entry points."""
+    return cli.main(args)
 
 
 @pytest.fixture(scope="module")
