@@ -7,7 +7,10 @@ from a given output gradient) and inference, for:
   ``FAST_COMPILE`` and the python linker without rewrites;
 - plain: the same maths as a plain PyTensor graph (mean, var, elementwise,
   ``pytensor.grad``) in the same modes (FAST_COMPILE only with --slow);
-- torch: PyTorch CPU ``torch.nn.functional.batch_norm`` (2 threads);
+- torch: PyTorch CPU ``torch.nn.functional.batch_norm`` (2 threads); and
+  torch+recycle, the same with the glibc allocator settings that importing
+  ``lasagne_bn.ops`` makes (see ``lasagne_bn/ops/host_memory.py``), to show
+  how much of a difference is the allocator's;
 - flax: a hand-written ``jnp`` version in the style of Flax's BatchNorm
   (``jax.jit``, ``jax.vjp`` for the backward);
 - bound: bytes each pass must move / measured copy bandwidth.
@@ -184,7 +187,7 @@ def build(name: str, case: Case) -> tuple[Callable, Callable]:
         "FAST_COMPILE": "FAST_COMPILE",
         "py": Mode(linker="py", optimizer=None),
     }
-    if kind == "torch":
+    if kind in ("torch", "torch+recycle"):
         return torch_impl(case)
     if kind == "flax":
         return flax_impl(case)
@@ -272,6 +275,15 @@ def block(result):
     return result
 
 
+def worker_env(name: str) -> dict:
+    """``torch+recycle`` is PyTorch with the glibc settings ``lasagne_bn.ops`` applies."""
+    env = dict(os.environ)
+    if name.endswith("+recycle"):
+        env["MALLOC_MMAP_THRESHOLD_"] = str(256 * 2**20)
+        env["MALLOC_TRIM_THRESHOLD_"] = str(512 * 2**20)
+    return env
+
+
 class Worker:
     """One implementation in its own process, timing steps on request.
 
@@ -283,7 +295,9 @@ class Worker:
     def __init__(self, name: str, shape_key: str):
         cmd = [sys.executable, __file__, "--_worker", name, shape_key]
         self.name = name
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=worker_env(name)
+        )
         self.build_seconds = float(self._read())
 
     def _read(self) -> str:
@@ -315,6 +329,11 @@ def worker_loop(name: str, shape_key: str) -> None:
         if line.strip() == "quit":
             return
         kind, calls = line.split()
+        # One untimed lead call: the first call after an idle pause pays for
+        # waking the thread pools and, on a VM, for faulting in memory the
+        # guest has meanwhile handed back to the host (60 ms for 75 MB here).
+        # A training loop calls back to back; so does each sample.
+        block(steps[kind]())
         t = time.perf_counter()
         for _ in range(int(calls)):
             block(steps[kind]())
@@ -328,14 +347,17 @@ def time_interleaved(workers: dict[str, Worker], kind: str, reps: int) -> dict[s
     """Median ms per call; implementations run in a rotating order each rep.
 
     Each sample averages back-to-back calls (as in a training loop, so
-    thread pools stay awake) lasting about SAMPLE_MS; a short pause between
-    workers lets the previous one's spinning threads go to sleep.
+    thread pools stay awake) lasting about SAMPLE_MS, after one untimed
+    call; a short pause between workers lets the previous one's spinning
+    threads go to sleep.
     """
     names = list(workers)
+    if not names:
+        return {}
     calls = {}
     for name in names:
-        single = workers[name].step(kind)
-        calls[name] = max(1, min(200, int(SAMPLE_MS / max(single, 1e-3))))
+        single = workers[name].step(kind, 3)
+        calls[name] = max(2, min(200, int(SAMPLE_MS / max(single, 1e-3))))
     samples: dict[str, list[float]] = {n: [] for n in names}
     for rep in range(reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]
@@ -359,6 +381,7 @@ IMPLS = [
     "plain/C",
     "plain/JAX",
     "torch",
+    "torch+recycle",
     "flax",
 ]
 
@@ -412,7 +435,9 @@ def main(argv=None) -> int:
         if args.memory:
             for name in impls:
                 cmd = [sys.executable, __file__, "--_memory-child", name, key]
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, check=True, env=worker_env(name)
+                )
                 memory[name] = float(out.stdout.strip().splitlines()[-1])
         print_table(key, case, train_ms, infer_ms, bound, memory)
     return 0

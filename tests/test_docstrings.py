@@ -1,4 +1,4 @@
-"""The examples in the docstrings of the layer package and the top-level modules run."""
+"""The examples in the docstrings of the package modules run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,13 @@ import importlib
 import pytest
 
 MODULES = [
+    "lasagne_bn.ops",
+    "lasagne_bn.ops.api",
+    "lasagne_bn.ops.host_memory",
+    "lasagne_bn.ops.layout",
+    "lasagne_bn.layers.conv",
+    "lasagne_bn.layers.pool",
+    "compat",
     "lasagne_bn.utils",
     "lasagne_bn.random",
     "lasagne_bn.init",

@@ -5,14 +5,17 @@
 >>> out, mean, invstd = batch_normalization_train(pt.tensor4(), pt.vector(), pt.vector(),
 ...                                               axes='spatial')
 >>> out.owner.op
-BatchNormTrain{axes=(0, 2, 3)}
+BatchNormTrain(axes=(0, 2, 3))
 
 Importing this package registers the Numba kernels (the default backend),
 the C-backend lowering, and a hook that registers the JAX kernels the first
 time a function is compiled in JAX mode (so importing costs no JAX import).
+It also keeps large freed host buffers for reuse (see
+:mod:`lasagne_bn.ops.host_memory`; ``LASAGNE_BN_RECYCLE_MEMORY=0`` opts out).
 """
 
 from lasagne_bn.ops import conv_rewrites as _conv_rewrites  # noqa: F401
+from lasagne_bn.ops import host_memory as _host_memory
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
 from lasagne_bn.ops import numba_conv as _numba_conv_registrations  # noqa: F401
 from lasagne_bn.ops import rewrites as _rewrites  # noqa: F401
@@ -28,6 +31,8 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     BatchNormTrainGrad,
 )
+
+_host_memory.apply_default()
 
 __all__ = [
     "BatchNormApply",
