@@ -19,7 +19,8 @@ Each implementation runs in its own worker process (so thread pools do not
 fight), the workers are driven interleaved (a rotating order each
 repetition) and medians reported; the load average is printed with the table, because these
 machines are shared.  ``--memory`` adds the peak extra resident memory of one
-training step per implementation, each measured in a fresh subprocess.
+training step per implementation, each measured in a fresh subprocess
+with glibc's default allocator behaviour (see ``--memory`` below).
 
 Run:  python benchmarks/bn_bench.py            (all shapes, ~5 minutes)
       python benchmarks/bn_bench.py --quick    (fewer repetitions)
@@ -28,6 +29,8 @@ Run:  python benchmarks/bn_bench.py            (all shapes, ~5 minutes)
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import os
 import statistics
 import subprocess
@@ -253,6 +256,10 @@ def measure_memory(name: str, shape_key: str) -> float:
     train, _ = build(name, case)
     train()  # compile and warm up
     result = None
+    # Hand the warm-up step's freed buffers back first, or this step would
+    # just reuse them and the resident size would not move.
+    gc.collect()
+    ctypes.CDLL(None).malloc_trim(0)
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset the peak-RSS watermark (Linux)
     before = _rss_kib("VmRSS:")
@@ -433,11 +440,15 @@ def main(argv=None) -> int:
         bound = bounds(case)
         memory = {}
         if args.memory:
+            # With freed buffers recycled, a step's outputs reuse the last
+            # step's memory and the RSS does not move: measure what a step
+            # allocates with glibc's default behaviour instead.
+            env = {**os.environ, "LASAGNE_BN_RECYCLE_MEMORY": "0"}
             for name in impls:
+                if name.endswith("+recycle"):
+                    continue
                 cmd = [sys.executable, __file__, "--_memory-child", name, key]
-                out = subprocess.run(
-                    cmd, capture_output=True, text=True, check=True, env=worker_env(name)
-                )
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
                 memory[name] = float(out.stdout.strip().splitlines()[-1])
         print_table(key, case, train_ms, infer_ms, bound, memory)
     return 0
@@ -460,7 +471,7 @@ def print_table(key, case, train_ms, infer_ms, bound, memory):
         row += f"{t / torch_train:.2f} | {i / torch_infer:.2f} | " if torch_train else "- | - | "
         row += f"{t / bound['train_fresh']:.2f} | {i / bound['infer_fresh']:.2f} |"
         if memory:
-            row += f" {memory.get(name, float('nan')):.1f} |"
+            row += f" {memory[name]:.1f} |" if name in memory else " - |"
         print(row)
     print(
         f"| bound | {bound['train']:.3f} ({bound['train_fresh']:.3f} fresh) | "

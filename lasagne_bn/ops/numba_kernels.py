@@ -10,10 +10,17 @@ vectors.  Pass structure, as in PyTorch's native CPU kernels:
 - inference: one pass.
 
 With ``inner > 1`` (NCHW) the work is split over (channel, batch-chunk)
-pairs with contiguous inner loops; with ``inner == 1`` (dense, NHWC) over
-batch chunks, each accumulating whole rows of channels, so the innermost
-loop is always the contiguous one.  No full-size temporary is made besides
-the outputs.
+pairs with contiguous inner loops; with ``inner == 1`` (dense, NHWC) the
+reductions are split over tiles of (channel block, batch chunk), each
+accumulating its block of channels row by row, so the innermost loop is
+always the contiguous one.  No full-size temporary is made besides the
+outputs.
+
+Sums are float64.  The dense elementwise passes on float32 input compute
+in float32 (as PyTorch and cuDNN do): the shift/mean they subtract is a
+float32 value, so ``x - mean`` is as exact as in float64, and the rest is
+one multiply-add rounded once more than the output; it makes those passes
+memory-bound instead of conversion-bound.
 
 The drivers are exported as C-callable functions (``cfunc``), one per input
 dtype, compiled on first use and cached on disk.  PyTensor's generated
@@ -30,6 +37,7 @@ import sys
 import numba
 import numpy as np
 from numba import prange, types
+from numba.extending import overload
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
 
@@ -53,6 +61,26 @@ def _splits(n_items: int, n_groups: int) -> int:
     """
     want = (TASKS + n_groups - 1) // n_groups
     return max(1, min(n_items, want))
+
+
+# Columns per tile of the 2D (inner == 1) reductions: the tile's float64
+# partial sums (2 x 2 KiB) stay in L1 while its rows stream past.
+COLUMN_BLOCK = 256
+
+
+@driver
+def _outer_splits(A: int, C: int) -> int:
+    """Row chunks for the 2D reductions, given the column blocks."""
+    return _splits(A, (C + COLUMN_BLOCK - 1) // COLUMN_BLOCK)
+
+
+@driver
+def _tile(t: int, nsplit: int, A: int, C: int):
+    """First column, column count, and rows ``[a0, a1)`` of tile ``t``."""
+    block = t // nsplit
+    j = t - block * nsplit
+    c0 = block * COLUMN_BLOCK
+    return c0, min(C, c0 + COLUMN_BLOCK) - c0, j * A // nsplit, (j + 1) * A // nsplit
 
 
 # --------------------------------------------------------------------------
@@ -93,16 +121,26 @@ def _sums_inner(x3, y3, center, nsplit):
 def _sums_outer(x2, y2, center, nsplit):
     """Per channel: sum of ``y`` and of ``y * (x - center)``, inner == 1."""
     A, C = x2.shape
+    nblock = (C + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     s_y = np.zeros((nsplit, C))
     s_yx = np.zeros((nsplit, C))
-    for j in prange(nsplit):
-        a0 = j * A // nsplit
-        a1 = (j + 1) * A // nsplit
+    for t in prange(nblock * nsplit):
+        c0, n, a0, a1 = _tile(t, nsplit, A, C)
+        # Task-local accumulators and row slices: LLVM then knows nothing
+        # aliases and vectorizes; writing into s_y[j, c] directly did not.
+        acc_y = np.zeros(COLUMN_BLOCK)
+        acc_yx = np.zeros(COLUMN_BLOCK)
+        mu = center[c0 : c0 + n]
         for a in range(a0, a1):
-            for c in range(C):
-                yv = np.float64(y2[a, c])
-                s_y[j, c] += yv
-                s_yx[j, c] += yv * (np.float64(x2[a, c]) - center[c])
+            xr = x2[a, c0 : c0 + n]
+            yr = y2[a, c0 : c0 + n]
+            for i in range(n):
+                yv = np.float64(yr[i])
+                acc_y[i] += yv
+                acc_yx[i] += yv * (np.float64(xr[i]) - mu[i])
+        j = t % nsplit
+        s_y[j, c0 : c0 + n] = acc_y[:n]
+        s_yx[j, c0 : c0 + n] = acc_yx[:n]
     return s_y.sum(axis=0), s_yx.sum(axis=0)
 
 
@@ -140,17 +178,50 @@ def _moments_inner(x3, shift, nsplit):
 def _moments_outer(x2, shift, nsplit):
     """Per channel: sums of ``x - shift`` and ``(x - shift)**2``, inner == 1."""
     A, C = x2.shape
+    nblock = (C + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     s1 = np.zeros((nsplit, C))
     s2 = np.zeros((nsplit, C))
-    for j in prange(nsplit):
-        a0 = j * A // nsplit
-        a1 = (j + 1) * A // nsplit
+    for t in prange(nblock * nsplit):
+        c0, n, a0, a1 = _tile(t, nsplit, A, C)
+        acc1 = np.zeros(COLUMN_BLOCK)
+        acc2 = np.zeros(COLUMN_BLOCK)
+        sh = shift[c0 : c0 + n]
         for a in range(a0, a1):
-            for c in range(C):
-                d = np.float64(x2[a, c]) - shift[c]
-                s1[j, c] += d
-                s2[j, c] += d * d
+            xr = x2[a, c0 : c0 + n]
+            for i in range(n):
+                d = np.float64(xr[i]) - sh[i]
+                acc1[i] += d
+                acc2[i] += d * d
+        j = t % nsplit
+        s1[j, c0 : c0 + n] = acc1[:n]
+        s2[j, c0 : c0 + n] = acc2[:n]
     return s1.sum(axis=0), s2.sum(axis=0)
+
+
+# --------------------------------------------------------------------------
+# working precision of the dense elementwise passes
+
+
+def _work_vector(vec, like):
+    """``vec`` in the elementwise working precision for ``like``'s dtype."""
+
+
+@overload(_work_vector, jit_options={"fastmath": FASTMATH})
+def _work_vector_impl(vec, like):
+    if like.dtype == types.float32:
+        return lambda vec, like: vec.astype(np.float32)
+    return lambda vec, like: vec
+
+
+def _load(value, like):
+    """``value`` converted to the type of the scalar ``like``."""
+
+
+@overload(_load, jit_options={"fastmath": FASTMATH})
+def _load_impl(value, like):
+    if like == types.float32:
+        return lambda value, like: np.float32(value)
+    return lambda value, like: np.float64(value)
 
 
 # --------------------------------------------------------------------------
@@ -175,7 +246,7 @@ def _affine_outer(x2, shift, scale, offset, out2):
     A, C = x2.shape
     for a in prange(A):
         for c in range(C):
-            out2[a, c] = (np.float64(x2[a, c]) - shift[c]) * scale[c] + offset[c]
+            out2[a, c] = (_load(x2[a, c], scale[c]) - shift[c]) * scale[c] + offset[c]
 
 
 @kernel
@@ -198,8 +269,8 @@ def _grad_outer(x2, dy2, mean, k_dy, k_x, k_0, dx2):
     for a in prange(A):
         for c in range(C):
             dx2[a, c] = (
-                np.float64(dy2[a, c]) * k_dy[c]
-                - (np.float64(x2[a, c]) - mean[c]) * k_x[c]
+                _load(dy2[a, c], k_dy[c]) * k_dy[c]
+                - (_load(x2[a, c], k_x[c]) - mean[c]) * k_x[c]
                 - k_0[c]
             )
 
@@ -224,7 +295,7 @@ def train_forward(x3, gamma, beta, epsilon, out3):
     A, C, B = x3.shape
     shift = _channel_shift(x3)
     if B == 1:
-        s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _splits(A, 1))
+        s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _outer_splits(A, C))
     else:
         s1, s2 = _moments_inner(x3, shift, _splits(A, C))
     mu = s1 / (A * B)
@@ -233,7 +304,14 @@ def train_forward(x3, gamma, beta, epsilon, out3):
     scale = gamma * invstd
     offset = beta - mu * scale
     if B == 1:
-        _affine_outer(x3.reshape((A, C)), shift, scale, offset, out3.reshape((A, C)))
+        x2 = x3.reshape((A, C))
+        _affine_outer(
+            x2,
+            _work_vector(shift, x2),
+            _work_vector(scale, x2),
+            _work_vector(offset, x2),
+            out3.reshape((A, C)),
+        )
     else:
         _affine_inner(x3, shift, scale, offset, out3)
     return shift + mu, invstd, var
@@ -248,15 +326,24 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
     """
     A, C, B = x3.shape
     if B == 1:
-        s_dy, s_dyx = _sums_outer(x3.reshape((A, C)), dy3.reshape((A, C)), mean, _splits(A, 1))
+        s_dy, s_dyx = _sums_outer(
+            x3.reshape((A, C)), dy3.reshape((A, C)), mean, _outer_splits(A, C)
+        )
     else:
         s_dy, s_dyx = _sums_inner(x3, dy3, mean, _splits(A, C))
     k_dy = gamma * invstd
     k_x = (k_dy * invstd * invstd * s_dyx - 2.0 * g_var) / (A * B)
     k_0 = (k_dy * s_dy - g_mean) / (A * B)
     if B == 1:
+        x2 = x3.reshape((A, C))
         _grad_outer(
-            x3.reshape((A, C)), dy3.reshape((A, C)), mean, k_dy, k_x, k_0, dx3.reshape((A, C))
+            x2,
+            dy3.reshape((A, C)),
+            _work_vector(mean, x2),
+            _work_vector(k_dy, x2),
+            _work_vector(k_x, x2),
+            _work_vector(k_0, x2),
+            dx3.reshape((A, C)),
         )
     else:
         _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3)
@@ -269,7 +356,14 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
     A, C, B = x3.shape
     scale = gamma / np.sqrt(var + epsilon)
     if B == 1:
-        _affine_outer(x3.reshape((A, C)), mean, scale, beta, out3.reshape((A, C)))
+        x2 = x3.reshape((A, C))
+        _affine_outer(
+            x2,
+            _work_vector(mean, x2),
+            _work_vector(scale, x2),
+            _work_vector(beta, x2),
+            out3.reshape((A, C)),
+        )
     else:
         _affine_inner(x3, mean, scale, beta, out3)
 
