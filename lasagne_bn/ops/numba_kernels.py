@@ -126,18 +126,34 @@ def _sums_outer(x2, y2, center, nsplit):
     s_yx = np.zeros((nsplit, C))
     for t in prange(nblock * nsplit):
         c0, n, a0, a1 = _tile(t, nsplit, A, C)
-        # Task-local accumulators and row slices: LLVM then knows nothing
-        # aliases and vectorizes; writing into s_y[j, c] directly did not.
+        # Task-local accumulators and row slices, so LLVM sees no aliasing and
+        # vectorizes; four rows per sweep, so the accumulators are loaded and
+        # stored once per four values (stores were the bottleneck).
         acc_y = np.zeros(COLUMN_BLOCK)
         acc_yx = np.zeros(COLUMN_BLOCK)
         mu = center[c0 : c0 + n]
-        for a in range(a0, a1):
-            xr = x2[a, c0 : c0 + n]
-            yr = y2[a, c0 : c0 + n]
+        a = a0
+        while a + 4 <= a1:
+            x0, x1 = x2[a, c0 : c0 + n], x2[a + 1, c0 : c0 + n]
+            x2_, x3 = x2[a + 2, c0 : c0 + n], x2[a + 3, c0 : c0 + n]
+            y0, y1 = y2[a, c0 : c0 + n], y2[a + 1, c0 : c0 + n]
+            y2_, y3 = y2[a + 2, c0 : c0 + n], y2[a + 3, c0 : c0 + n]
+            for i in range(n):
+                m = mu[i]
+                v0, v1 = np.float64(y0[i]), np.float64(y1[i])
+                v2, v3 = np.float64(y2_[i]), np.float64(y3[i])
+                acc_y[i] += (v0 + v1) + (v2 + v3)
+                acc_yx[i] += (v0 * (np.float64(x0[i]) - m) + v1 * (np.float64(x1[i]) - m)) + (
+                    v2 * (np.float64(x2_[i]) - m) + v3 * (np.float64(x3[i]) - m)
+                )
+            a += 4
+        while a < a1:
+            xr, yr = x2[a, c0 : c0 + n], y2[a, c0 : c0 + n]
             for i in range(n):
                 yv = np.float64(yr[i])
                 acc_y[i] += yv
                 acc_yx[i] += yv * (np.float64(xr[i]) - mu[i])
+            a += 1
         j = t % nsplit
         s_y[j, c0 : c0 + n] = acc_y[:n]
         s_yx[j, c0 : c0 + n] = acc_yx[:n]
@@ -186,12 +202,24 @@ def _moments_outer(x2, shift, nsplit):
         acc1 = np.zeros(COLUMN_BLOCK)
         acc2 = np.zeros(COLUMN_BLOCK)
         sh = shift[c0 : c0 + n]
-        for a in range(a0, a1):
-            xr = x2[a, c0 : c0 + n]
+        a = a0
+        while a + 4 <= a1:  # four rows per sweep, as in _sums_outer
+            r0, r1 = x2[a, c0 : c0 + n], x2[a + 1, c0 : c0 + n]
+            r2, r3 = x2[a + 2, c0 : c0 + n], x2[a + 3, c0 : c0 + n]
             for i in range(n):
-                d = np.float64(xr[i]) - sh[i]
-                acc1[i] += d
-                acc2[i] += d * d
+                s = sh[i]
+                d0, d1 = np.float64(r0[i]) - s, np.float64(r1[i]) - s
+                d2, d3 = np.float64(r2[i]) - s, np.float64(r3[i]) - s
+                acc1[i] += (d0 + d1) + (d2 + d3)
+                acc2[i] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+            a += 4
+        while a < a1:
+            r0 = x2[a, c0 : c0 + n]
+            for i in range(n):
+                d0 = np.float64(r0[i]) - sh[i]
+                acc1[i] += d0
+                acc2[i] += d0 * d0
+            a += 1
         j = t % nsplit
         s1[j, c0 : c0 + n] = acc1[:n]
         s2[j, c0 : c0 + n] = acc2[:n]

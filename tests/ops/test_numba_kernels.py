@@ -1,0 +1,79 @@
+"""The fused Numba kernels against float64 NumPy, at the sizes their tiling splits.
+
+The dense (inner == 1) reductions work in tiles of COLUMN_BLOCK channels and
+sweep four rows at a time; these shapes leave remainders on both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lasagne_bn.ops import numba_kernels as nk
+
+SHAPES = [
+    (2, 3, 1),  # fewer rows than one sweep
+    (7, 300, 1),  # a partial column block, 3 leftover rows
+    (130, 513, 1),  # several blocks and row chunks
+    (4, 2 * nk.COLUMN_BLOCK, 1),  # exact blocks, one sweep
+    (9, 5, 6),  # inner > 1 (NCHW-like)
+]
+
+
+def reference_forward(x3, gamma, beta, eps):
+    x = x3.astype(np.float64)
+    mean = x.mean(axis=(0, 2))
+    var = x.var(axis=(0, 2))
+    invstd = 1 / np.sqrt(var + eps)
+    out = (x - mean[:, None]) * (gamma * invstd)[:, None] + beta[:, None]
+    return out, mean, invstd, var
+
+
+def reference_backward(x3, dy3, gamma, mean, invstd):
+    """The exact gradient for the statistics the backward kernel is given.
+
+    The Op hands the backward pass the mean in the input's dtype; with a
+    float32 mean of 1e3-offset data the gradient's sensitivity to that
+    rounding grows like invstd**3, so the reference uses the same mean.
+    """
+    x = x3.astype(np.float64)
+    dy = dy3.astype(np.float64)
+    m = x.shape[0] * x.shape[2]
+    xc = x - mean[:, None]
+    dbeta = dy.sum(axis=(0, 2))
+    dot = (dy * xc).sum(axis=(0, 2))
+    k1 = gamma * invstd
+    dx = k1[:, None] * dy - (k1 * invstd**2 * dot / m)[:, None] * xc - (k1 * dbeta / m)[:, None]
+    return dx, dot * invstd, dbeta
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_train_forward_and_backward(shape, dtype):
+    rng = np.random.default_rng(sum(shape))
+    x3 = (1e3 + rng.standard_normal(shape)).astype(dtype)
+    dy3 = rng.standard_normal(shape).astype(dtype)
+    C = shape[1]
+    gamma = rng.uniform(0.5, 1.5, C)
+    beta = rng.standard_normal(C)
+    eps = 1e-4
+    out3 = np.empty_like(x3)
+    mean, invstd, var = nk.train_forward(x3, gamma, beta, eps, out3)
+    mean_in = mean.astype(dtype).astype(np.float64)  # as the Op hands it back
+    zeros = np.zeros(C)
+    dx3 = np.empty_like(x3)
+    dgamma, dbeta = nk.train_backward(x3, dy3, gamma, mean_in, invstd, zeros, zeros, dx3)
+    tol = {"float32": 2e-5, "float64": 1e-9}[dtype]
+    got = {"out": out3, "mean": mean, "invstd": invstd, "var": var}
+    want = dict(zip(got, reference_forward(x3, gamma, beta, eps), strict=True))
+    got |= {"dx": dx3, "dgamma": dgamma, "dbeta": dbeta}
+    want |= dict(
+        zip(
+            ("dx", "dgamma", "dbeta"),
+            reference_backward(x3, dy3, gamma, mean_in, invstd),
+            strict=True,
+        )
+    )
+    for name, w in want.items():
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(got[name], w, rtol=tol, atol=tol * scale, err_msg=name)
