@@ -16,7 +16,7 @@ accumulating its block of channels row by row, so the innermost loop is
 always the contiguous one.  No full-size temporary is made besides the
 outputs.
 
-Sums are float64.  The dense elementwise passes on float32 input compute
+Sums are float64.  The elementwise passes on float32 input compute
 in float32 (as PyTorch and cuDNN do): the shift/mean they subtract is a
 float32 value, so ``x - mean`` is as exact as in float64, and the rest is
 one multiply-add rounded once more than the output; it makes those passes
@@ -227,7 +227,7 @@ def _moments_outer(x2, shift, nsplit):
 
 
 # --------------------------------------------------------------------------
-# working precision of the dense elementwise passes
+# working precision of the elementwise passes
 
 
 def _work_vector(vec, like):
@@ -266,7 +266,7 @@ def _affine_inner(x3, shift, scale, offset, out3):
         k = scale[c]
         o = offset[c]
         for b in range(B):
-            out3[a, c, b] = (np.float64(x3[a, c, b]) - sh) * k + o
+            out3[a, c, b] = (_load(x3[a, c, b], k) - sh) * k + o
 
 
 @kernel
@@ -288,7 +288,7 @@ def _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3):
         k2 = k_x[c]
         k3 = k_0[c]
         for b in range(B):
-            dx3[a, c, b] = np.float64(dy3[a, c, b]) * k1 - (np.float64(x3[a, c, b]) - mu) * k2 - k3
+            dx3[a, c, b] = _load(dy3[a, c, b], k1) * k1 - (_load(x3[a, c, b], k2) - mu) * k2 - k3
 
 
 @kernel
@@ -341,7 +341,13 @@ def train_forward(x3, gamma, beta, epsilon, out3):
             out3.reshape((A, C)),
         )
     else:
-        _affine_inner(x3, shift, scale, offset, out3)
+        _affine_inner(
+            x3,
+            _work_vector(shift, x3),
+            _work_vector(scale, x3),
+            _work_vector(offset, x3),
+            out3,
+        )
     return shift + mu, invstd, var
 
 
@@ -374,7 +380,15 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
             dx3.reshape((A, C)),
         )
     else:
-        _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3)
+        _grad_inner(
+            x3,
+            dy3,
+            _work_vector(mean, x3),
+            _work_vector(k_dy, x3),
+            _work_vector(k_x, x3),
+            _work_vector(k_0, x3),
+            dx3,
+        )
     return s_dyx * invstd, s_dy
 
 
@@ -393,7 +407,9 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
             out3.reshape((A, C)),
         )
     else:
-        _affine_inner(x3, mean, scale, beta, out3)
+        _affine_inner(
+            x3, _work_vector(mean, x3), _work_vector(scale, x3), _work_vector(beta, x3), out3
+        )
 
 
 # --------------------------------------------------------------------------
