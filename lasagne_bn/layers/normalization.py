@@ -433,18 +433,33 @@ def batch_norm(layer, **kwargs):
     """
     from lasagne_bn.layers.special import NonlinearityLayer
 
+    bn_name = _derived_name(layer, kwargs, "_bn")
+    normalized = BatchNormLayer(layer, name=bn_name, **kwargs)
+    nonlinearity = _take_bias_and_nonlinearity(layer)
+    if nonlinearity is not None:
+        nonlin_name = bn_name and bn_name + "_nonlin"
+        normalized = NonlinearityLayer(normalized, nonlinearity, name=nonlin_name)
+    return normalized
+
+
+def _derived_name(layer, kwargs: dict, suffix: str):
+    """``kwargs['name']`` (popped) if given, else ``layer.name + suffix`` (None if unnamed)."""
+    return kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + suffix)
+
+
+def _take_bias_and_nonlinearity(layer):
+    """Remove ``layer``'s bias and nonlinearity (identity instead); return the nonlinearity.
+
+    The wrappers call this only after every new layer that can reject an
+    argument is built, so a bad argument leaves ``layer`` as it was.
+    """
     nonlinearity = getattr(layer, "nonlinearity", None)
     if nonlinearity is not None:
         layer.nonlinearity = nonlinearities.identity
     if getattr(layer, "b", None) is not None:
         del layer.params[layer.b]
         layer.b = None
-    bn_name = kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + "_bn")
-    layer = BatchNormLayer(layer, name=bn_name, **kwargs)
-    if nonlinearity is not None:
-        nonlin_name = bn_name and bn_name + "_nonlin"
-        layer = NonlinearityLayer(layer, nonlinearity, name=nonlin_name)
-    return layer
+    return nonlinearity
 
 
 class LocalResponseNormalization2DLayer(Layer):
@@ -539,21 +554,16 @@ def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
     """
     from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
 
-    nonlinearity = getattr(layer, "nonlinearity", None)
-    if nonlinearity is not None:
-        layer.nonlinearity = nonlinearities.identity
-    if getattr(layer, "b", None) is not None:
-        del layer.params[layer.b]
-        layer.b = None
-    in_name = kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + "_in")
-    layer = StandardizationLayer(layer, axes="spatial", name=in_name, **kwargs)
+    in_name = _derived_name(layer, kwargs, "_in")
+    top = StandardizationLayer(layer, axes="spatial", name=in_name, **kwargs)
     if learn_scale:
-        layer = ScaleLayer(layer, shared_axes="auto", name=in_name and in_name + "_scale")
+        top = ScaleLayer(top, shared_axes="auto", name=in_name and in_name + "_scale")
     if learn_bias:
-        layer = BiasLayer(layer, shared_axes="auto", name=in_name and in_name + "_bias")
+        top = BiasLayer(top, shared_axes="auto", name=in_name and in_name + "_bias")
+    nonlinearity = _take_bias_and_nonlinearity(layer)
     if nonlinearity is not None:
-        layer = NonlinearityLayer(layer, nonlinearity, name=in_name and in_name + "_nonlin")
-    return layer
+        top = NonlinearityLayer(top, nonlinearity, name=in_name and in_name + "_nonlin")
+    return top
 
 
 def layer_norm(layer, **kwargs):
@@ -565,16 +575,11 @@ def layer_norm(layer, **kwargs):
     """
     from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
 
-    nonlinearity = getattr(layer, "nonlinearity", None)
+    ln_name = _derived_name(layer, kwargs, "_ln")
+    top = StandardizationLayer(layer, axes="features", name=ln_name, **kwargs)
+    top = ScaleLayer(top, shared_axes="auto", name=ln_name and ln_name + "_scale")
+    top = BiasLayer(top, shared_axes="auto", name=ln_name and ln_name + "_bias")
+    nonlinearity = _take_bias_and_nonlinearity(layer)
     if nonlinearity is not None:
-        layer.nonlinearity = nonlinearities.identity
-    ln_name = kwargs.pop("name", None) or (getattr(layer, "name", None) and layer.name + "_ln")
-    if getattr(layer, "b", None) is not None:
-        del layer.params[layer.b]
-        layer.b = None
-    layer = StandardizationLayer(layer, axes="features", name=ln_name, **kwargs)
-    layer = ScaleLayer(layer, shared_axes="auto", name=ln_name and ln_name + "_scale")
-    layer = BiasLayer(layer, shared_axes="auto", name=ln_name and ln_name + "_bias")
-    if nonlinearity is not None:
-        layer = NonlinearityLayer(layer, nonlinearity, name=ln_name and ln_name + "_nonlin")
-    return layer
+        top = NonlinearityLayer(top, nonlinearity, name=ln_name and ln_name + "_nonlin")
+    return top

@@ -583,3 +583,20 @@ def test_standardization_instance_and_layer_norm():
         "d_ln_bias",
         "d_ln_nonlin",
     ]
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda layer: batch_norm(layer, epsilon=-1.0),
+        lambda layer: batch_norm(layer, axes=(5,)),
+        lambda layer: layer_norm(layer, epsilon=0.0),
+    ],
+    ids=["batch_norm epsilon", "batch_norm axes", "layer_norm epsilon"],
+)
+def test_a_rejected_wrapper_leaves_the_layer_as_it_was(wrap):
+    dense = DenseLayer(InputLayer((None, 4)), 3, name="fc")
+    with pytest.raises(ValueError):
+        wrap(dense)
+    assert list(dense.params) == [dense.W, dense.b]
+    assert dense.nonlinearity is nonlinearities.rectify
