@@ -12,9 +12,12 @@ shapes and modes, PyTorch and Flax anchors, separate worker processes).
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
+
+from lasagne_bn.cli import UserError, int_argument
 
 DEFAULT_SHAPES = ["32,64,28,28", "256,1024"]
 EPSILON = 1e-4
@@ -46,26 +49,9 @@ def _shape(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(
             f"shape {text!r} has one value per statistic; training needs at least 2"
         )
-    if _prod(shape) > 2**28:
+    if math.prod(shape) > 2**28:
         raise argparse.ArgumentTypeError(f"shape {text!r} is too large (over 2**28 values)")
     return shape
-
-
-def _prod(shape) -> int:
-    out = 1
-    for s in shape:
-        out *= s
-    return out
-
-
-def _reps(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"expected an integer in [1, 1000], got {value}")
-    return value
 
 
 def register(subparsers) -> None:
@@ -85,7 +71,10 @@ def register(subparsers) -> None:
         help="input shape, repeatable (default: " + " and ".join(DEFAULT_SHAPES) + ")",
     )
     parser.add_argument(
-        "--reps", type=_reps, default=5, help="timed repetitions, median reported (default 5)"
+        "--reps",
+        type=int_argument(1, 1000),
+        default=5,
+        help="timed repetitions, median reported (default 5)",
     )
     parser.add_argument(
         "--mode",
@@ -146,7 +135,6 @@ def _median_ms(fn, reps: int) -> float:
 
 def run(args) -> int:
     """The ``bench`` handler."""
-    from lasagne_bn.cli import UserError
 
     if args.mode == "jax":
         try:

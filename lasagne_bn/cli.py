@@ -33,6 +33,25 @@ class UserError(Exception):
     """A mistake on the command line; printed as one line, exit status 2."""
 
 
+def int_argument(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer in ``[minimum, maximum]`` (no maximum: unbounded)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if maximum is None and value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        if maximum is not None and not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{minimum}, {maximum}], got {value}"
+            )
+        return value
+
+    return parse
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own errors: one line, status 2
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -35,6 +35,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lasagne_bn.cli import UserError, int_argument
+
 DEFAULT_EPOCHS = 12
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_OUT = "lasagne-bn-demo"
@@ -77,27 +79,8 @@ training_curves.png and metrics.json.  Exit status 0: every check passed;
 """
 
 
-def _user_error(message: str):
-    from lasagne_bn.cli import UserError
-
-    return UserError(message)
-
-
 # --------------------------------------------------------------------------
 # command line
-
-
-def _int_at_least(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    return parse
 
 
 def _fraction(text: str) -> float:
@@ -126,13 +109,13 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--epochs",
-        type=_int_at_least(1),
+        type=int_argument(1),
         default=DEFAULT_EPOCHS,
         help=f"training epochs (default {DEFAULT_EPOCHS})",
     )
     parser.add_argument(
         "--batch-size",
-        type=_int_at_least(2),
+        type=int_argument(2),
         default=DEFAULT_BATCH_SIZE,
         help=f"minibatch size, at least 2 for batch statistics (default {DEFAULT_BATCH_SIZE})",
     )
@@ -151,7 +134,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=_int_at_least(0),
+        type=int_argument(0),
         default=0,
         help="seed of the data split, initial weights and shuffling (default 0)",
     )
@@ -166,7 +149,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--limit",
-        type=_int_at_least(MIN_LIMIT),
+        type=int_argument(MIN_LIMIT),
         default=None,
         metavar="N",
         help=f"use only N of the 1797 images, stratified (N >= {MIN_LIMIT}; for quick tests)",
@@ -362,7 +345,7 @@ def prepare_out_dir(path: str) -> Path:
     """Create ``path`` if needed and make sure files can be written there (else UserError)."""
     out = Path(path).expanduser()
     if out.exists() and not out.is_dir():
-        raise _user_error(f"--out {path}: exists and is not a directory")
+        raise UserError(f"--out {path}: exists and is not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".lasagne-bn-write-test"
@@ -370,7 +353,7 @@ def prepare_out_dir(path: str) -> Path:
         probe.unlink()
     except OSError as err:
         reason = err.strerror or str(err)
-        raise _user_error(f"--out {path}: cannot write there ({reason})") from None
+        raise UserError(f"--out {path}: cannot write there ({reason})") from None
     return out
 
 
@@ -382,11 +365,9 @@ def _check_dependencies(training_mode: str) -> None:
         except ImportError:
             missing.append(package)
     if missing:
-        raise _user_error(
-            f"the demo needs {' and '.join(missing)}: pip install 'lasagne-bn[demo]'"
-        )
+        raise UserError(f"the demo needs {' and '.join(missing)}: pip install 'lasagne-bn[demo]'")
     if training_mode == "jax" and not _have_jax():
-        raise _user_error("--mode jax needs jax: pip install 'lasagne-bn[jax]'")
+        raise UserError("--mode jax needs jax: pip install 'lasagne-bn[jax]'")
 
 
 def _have_jax() -> bool:
@@ -431,7 +412,7 @@ def run(args) -> int:
     """The ``demo`` handler: returns the exit status."""
     _passive_openmp_waits()
     if args.limit is not None and args.limit < MIN_LIMIT:  # pragma: no cover - argparse
-        raise _user_error(f"--limit must be at least {MIN_LIMIT}")
+        raise UserError(f"--limit must be at least {MIN_LIMIT}")
     _check_dependencies(args.mode)
     out = prepare_out_dir(args.out)
     console = Console(args.quiet)
@@ -471,7 +452,7 @@ def demo(args, out: Path, console: Console, min_accuracy: float | None) -> Outco
     mode, mode_label = TRAINING_MODES[args.mode]
     data = load_data(args.seed, args.limit)
     if args.batch_size > len(data.y_train):
-        raise _user_error(
+        raise UserError(
             f"--batch-size {args.batch_size} is larger than the {len(data.y_train)} "
             "training images"
         )

@@ -48,6 +48,18 @@ def _check_shape(shape, what: str, name) -> tuple:
     return tuple(None if s is None else int(s) for s in shape)
 
 
+def _concrete_output_shape(layer, shape) -> tuple:
+    """``shape``, checked to hold ints and Nones only (as Lasagne requires)."""
+    if any(isinstance(s, Variable) for s in shape):
+        raise ValueError(
+            f"{type(layer).__name__} returned a symbolic output shape from its "
+            f"get_output_shape_for() method: {shape!r}. This is not allowed; shapes must "
+            "be tuples of integers for fixed-size dimensions and Nones for variable "
+            "dimensions."
+        )
+    return shape
+
+
 class Layer:
     """Base class of layers with a single input.
 
@@ -82,15 +94,7 @@ class Layer:
     @property
     def output_shape(self) -> tuple:
         """The output shape for this layer's ``input_shape``."""
-        shape = self.get_output_shape_for(self.input_shape)
-        if any(isinstance(s, Variable) for s in shape):
-            raise ValueError(
-                f"{type(self).__name__} returned a symbolic output shape from its "
-                f"get_output_shape_for() method: {shape!r}. This is not allowed; shapes must "
-                "be tuples of integers for fixed-size dimensions and Nones for variable "
-                "dimensions."
-            )
-        return shape
+        return _concrete_output_shape(self, self.get_output_shape_for(self.input_shape))
 
     def get_params(self, unwrap_shared: bool = True, **tags) -> list:
         """The layer's parameters, optionally filtered by tags.
@@ -200,15 +204,7 @@ class MergeLayer(Layer):
 
     @property
     def output_shape(self) -> tuple:
-        shape = self.get_output_shape_for(self.input_shapes)
-        if any(isinstance(s, Variable) for s in shape):
-            raise ValueError(
-                f"{type(self).__name__} returned a symbolic output shape from its "
-                f"get_output_shape_for() method: {shape!r}. This is not allowed; shapes must "
-                "be tuples of integers for fixed-size dimensions and Nones for variable "
-                "dimensions."
-            )
-        return shape
+        return _concrete_output_shape(self, self.get_output_shape_for(self.input_shapes))
 
     def get_output_shape_for(self, input_shapes):
         """The output shape for a list of input shapes."""

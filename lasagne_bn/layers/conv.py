@@ -349,18 +349,7 @@ class Conv2DLayer(BaseConvLayer):
         )
         self.convolution = convolution
 
-    def convolve(self, input, **kwargs):
-        extra = {"num_groups": self.num_groups} if self.num_groups > 1 else {}
-        return self.convolution(
-            input,
-            self.W,
-            self.input_shape,
-            self.get_W_shape(),
-            subsample=self.stride,
-            border_mode=self._border_mode(),
-            filter_flip=self.flip_filters,
-            **extra,
-        )
+    convolve = Conv1DLayer.convolve  # the same call; ``convolution`` is 2-D here
 
 
 class TransposedConv2DLayer(BaseConvLayer):

@@ -98,6 +98,18 @@ class NonlinearityLayer(Layer):
         return self.nonlinearity(input)
 
 
+def _unshared_shape(layer, what: str) -> list:
+    """The parameter shape of ``layer``: its input sizes on the axes not shared."""
+    shape = [s for a, s in enumerate(layer.input_shape) if a not in layer.shared_axes]
+    if any(s is None for s in shape):
+        raise ValueError(
+            f"{type(layer).__name__} needs specified input sizes for all axes that {what} "
+            f"are not shared over; got input_shape={layer.input_shape!r}, "
+            f"shared_axes={layer.shared_axes!r}"
+        )
+    return shape
+
+
 class BiasLayer(Layer):
     """Adds a bias, shared over ``shared_axes``.
 
@@ -117,13 +129,7 @@ class BiasLayer(Layer):
         if b is None:
             self.b = None
         else:
-            shape = [s for a, s in enumerate(self.input_shape) if a not in self.shared_axes]
-            if any(s is None for s in shape):
-                raise ValueError(
-                    "BiasLayer needs specified input sizes for all axes that biases are not "
-                    f"shared over; got input_shape={self.input_shape!r}, "
-                    f"shared_axes={self.shared_axes!r}"
-                )
+            shape = _unshared_shape(self, "biases")
             self.b = self.add_param(b, shape, "b", regularizable=False)
 
     def get_output_for(self, input, **kwargs):
@@ -147,13 +153,7 @@ class ScaleLayer(Layer):
     def __init__(self, incoming, scales=init.Constant(1), shared_axes="auto", **kwargs):
         super().__init__(incoming, **kwargs)
         self.shared_axes = normalize_shared_axes(shared_axes, len(self.input_shape))
-        shape = [s for a, s in enumerate(self.input_shape) if a not in self.shared_axes]
-        if any(s is None for s in shape):
-            raise ValueError(
-                "ScaleLayer needs specified input sizes for all axes that scales are not "
-                f"shared over; got input_shape={self.input_shape!r}, "
-                f"shared_axes={self.shared_axes!r}"
-            )
+        shape = _unshared_shape(self, "scales")
         self.scales = self.add_param(scales, shape, "scales", regularizable=False)
 
     def get_output_for(self, input, **kwargs):
