@@ -8,6 +8,10 @@ from pytensor.compile.mode import Mode
 # with no rewrites at all; "cvm" and "c" are the C backends.
 MODE_NAMES = ["default", "fast_compile", "py", "cvm", "c", "jax"]
 
+# For Ops without C code (convolution, pooling): the whole-graph C linker
+# cannot run them at all; CVM runs their NumPy perform.
+MODE_NAMES_WITHOUT_C = [name for name in MODE_NAMES if name != "c"]
+
 
 def mode_for(name: str):
     """The ``mode`` argument for ``pytensor.function`` (None: the default)."""

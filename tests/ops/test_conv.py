@@ -14,7 +14,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 import scipy.signal
-from compile_modes import mode_for
+from compile_modes import MODE_NAMES_WITHOUT_C, mode_for
 from pytensor.gradient import verify_grad
 from pytensor.graph.traversal import applys_between
 
@@ -28,8 +28,6 @@ from lasagne_bn.ops.conv import (
     conv2d_grad_wrt_weights,
     get_conv_output_shape,
 )
-
-MODES = ["default", "fast_compile", "py", "cvm", "jax"]
 
 # name, input shape, filter shape, conv2d keyword arguments
 CASES = [
@@ -189,7 +187,7 @@ def compiled(mode_name):
     return _compiled[mode_name]
 
 
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(scope="module", params=MODE_NAMES_WITHOUT_C)
 def results(request, data):
     if request.param == "jax":
         pytest.importorskip("jax")
