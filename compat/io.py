@@ -583,19 +583,11 @@ def save_params(
     from lasagne_bn.layers.bn_storage import convert_param_values
 
     _check_network(network)
-    if format not in WRITE_FORMATS:
-        raise ValueError(
-            f"format={format!r} is not a format save_params writes: expected one of "
-            f"{', '.join(map(repr, WRITE_FORMATS))}"
-        )
-    if extras is not None and format != "model-zoo":
-        raise ValueError(f"extras are only written with format='model-zoo', not {format!r}")
+    _check_write_args(path, format, extras, "save_params")
     if stat_storage not in ("inv_std", "var", None):
         raise ValueError(
             f"stat_storage={stat_storage!r} is not known: expected 'inv_std', 'var' or None"
         )
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"path={path!r} must be a str or os.PathLike")
     values = convert_param_values(
         network,
         get_all_param_values(network, **tags),
@@ -606,21 +598,26 @@ def save_params(
     write_values(path, values, format, extras=extras)
 
 
-def write_values(path, values: Sequence, format: str = "npz", *, extras=None) -> None:
-    """Write a list of arrays in a legacy format (what :func:`save_params` does for a network).
-
-    Parameters are as for :func:`save_params`; ``values`` are written as
-    given (no batch-norm conversion).
-    """
+def _check_write_args(path, format: str, extras, caller: str) -> None:
+    """The checks :func:`save_params` (before it converts) and :func:`write_values` share."""
     if format not in WRITE_FORMATS:
         raise ValueError(
-            f"format={format!r} is not a format write_values writes: expected one of "
+            f"format={format!r} is not a format {caller} writes: expected one of "
             f"{', '.join(map(repr, WRITE_FORMATS))}"
         )
     if extras is not None and format != "model-zoo":
         raise ValueError(f"extras are only written with format='model-zoo', not {format!r}")
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path={path!r} must be a str or os.PathLike")
+
+
+def write_values(path, values: Sequence, format: str = "npz", *, extras=None) -> None:
+    """Write a list of arrays in a legacy format (what :func:`save_params` does for a network).
+
+    Parameters are as for :func:`save_params`; ``values`` are written as
+    given (no batch-norm conversion).
+    """
+    _check_write_args(path, format, extras, "write_values")
     values = [np.asarray(v) for v in values]
     if format == "npz":
         _atomic_write(path, lambda f: np.savez(f, *values))
