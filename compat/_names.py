@@ -14,10 +14,11 @@ what to use instead, and gets a module ``__getattr__`` from
 from __future__ import annotations
 
 import dis
+import importlib
 import sys
 from collections.abc import Callable, Mapping
 
-__all__ = ["LegacyNameError", "missing_names", "no_counterpart"]
+__all__ = ["LegacyNameError", "lazy_submodules", "missing_names", "no_counterpart"]
 
 _IMPORT_FROM = dis.opmap.get("IMPORT_FROM")
 
@@ -43,6 +44,22 @@ def _called_by_import_from(depth: int) -> bool:
         return frame.f_code.co_code[frame.f_lasti] == _IMPORT_FROM
     except (AttributeError, IndexError, ValueError):  # pragma: no cover - other Pythons
         return False
+
+
+def lazy_submodules(namespace: dict, modules: Mapping[str, str]) -> Callable[[str], object]:
+    """A ``fallback`` for :func:`missing_names` that imports ``modules[name]`` on first use.
+
+    The module is stored in ``namespace`` (the shim's ``globals()``), so the
+    next access finds it without ``__getattr__``; a name not in ``modules``
+    raises ``KeyError``.
+    """
+
+    def submodule(name: str):
+        module = importlib.import_module(modules[name])
+        namespace[name] = module
+        return module
+
+    return submodule
 
 
 def missing_names(

@@ -18,7 +18,6 @@ pytensor.function``).  The differences:
 
 from __future__ import annotations
 
-import importlib
 from collections import OrderedDict as _OrderedDict
 
 import numpy as _np
@@ -33,7 +32,7 @@ from pytensor.printing import debugprint, pp, pprint
 from pytensor.scan import foldl, foldr, map, reduce, scan  # noqa: A004
 from pytensor.tensor import dot, get_underlying_scalar_constant_value
 
-from compat._names import missing_names
+from compat._names import lazy_submodules, missing_names
 from compat.theano._config import config
 
 __version__ = "1.0.5+lasagnebn"
@@ -168,12 +167,6 @@ _MISSING = {
 }
 
 
-def _submodule(name: str):
-    module = importlib.import_module(_SUBMODULES[name])  # KeyError: not a submodule
-    globals()[name] = module
-    return module
-
-
-__getattr__ = missing_names("theano", _MISSING, fallback=_submodule)
+__getattr__ = missing_names("theano", _MISSING, fallback=lazy_submodules(globals(), _SUBMODULES))
 
 from compat.theano import tensor  # noqa: E402, F401  (``theano.tensor`` is always loaded)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-
 from compat._finder import GONE
-from compat._names import missing_names
+from compat._names import lazy_submodules, missing_names
 
 _MISSING = {
     "cuda": GONE["theano.sandbox.cuda"],
@@ -14,12 +12,8 @@ _MISSING = {
 }
 
 
-def _submodule(name: str):
-    if name != "rng_mrg":
-        raise KeyError(name)
-    module = importlib.import_module("compat.theano.sandbox.rng_mrg")
-    globals()[name] = module
-    return module
-
-
-__getattr__ = missing_names("theano.sandbox", _MISSING, fallback=_submodule)
+__getattr__ = missing_names(
+    "theano.sandbox",
+    _MISSING,
+    fallback=lazy_submodules(globals(), {"rng_mrg": "compat.theano.sandbox.rng_mrg"}),
+)

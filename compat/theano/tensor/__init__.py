@@ -16,14 +16,12 @@ Every public name of :mod:`pytensor.tensor` is here (``T.matrix``,
 
 from __future__ import annotations
 
-import importlib
-
 import pytensor.gradient as _gradient
 import pytensor.tensor as _pt
 from pytensor.tensor import *  # noqa: F403
 from pytensor.tensor import elemwise, extra_ops, nlinalg, sharedvar, slinalg  # noqa: F401
 
-from compat._names import missing_names
+from compat._names import lazy_submodules, missing_names
 from compat.theano._config import config  # noqa: F401  (``T.config`` existed)
 
 inv = _pt.reciprocal
@@ -87,13 +85,9 @@ _MISSING = {
 }
 
 
-def _submodule(name: str):
-    module = importlib.import_module(_SUBMODULES[name])  # KeyError: not a submodule
-    globals()[name] = module
-    return module
-
-
-__getattr__ = missing_names("theano.tensor", _MISSING, fallback=_submodule)
+__getattr__ = missing_names(
+    "theano.tensor", _MISSING, fallback=lazy_submodules(globals(), _SUBMODULES)
+)
 
 # ``T.nnet`` is always there; ``T.signal`` is ours, not pytensor.tensor.signal.
 from compat.theano.tensor import nnet, signal  # noqa: E402, F401, F811
