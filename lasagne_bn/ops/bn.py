@@ -8,10 +8,10 @@ layout to and from this one.
 The ``perform`` methods are the NumPy reference every backend is tested
 against, and what ``FAST_COMPILE`` and the python linker run, so they are
 vectorised and keep temporaries in the input's precision (float32 at
-least): the statistics are accumulated in float64 from data shifted by one
-sample per channel, which keeps ``1e6 + N(0, 1)`` float32 input exact
-enough where ``E[x^2] - E[x]^2`` (or even an unshifted two-pass variance
-with a rounded mean) would not be.
+least): the statistics are summed from data shifted by one sample per
+channel and combined in float64, which keeps ``1e6 + N(0, 1)`` float32
+input exact enough where ``E[x^2] - E[x]^2`` (or even an unshifted two-pass
+variance with a rounded mean) would not be.
 """
 
 from __future__ import annotations
@@ -207,25 +207,47 @@ def _check_scalar(value: float, name: str, low: float, high: float, low_open: bo
         raise ValueError(f"{name}={value} is out of range: expected a value in {lo}{low}, {high}]")
 
 
-def _channel_dot(axes: tuple[int, ...], ndim: int) -> str:
-    """``einsum`` subscripts for a per-channel sum of products, e.g. 'abcd,abcd->b'."""
+def _einsum_subscripts(axes: tuple[int, ...], ndim: int, operands: int) -> str:
+    """``einsum`` subscripts summing over ``axes``, e.g. 'abcd,abcd->b'."""
     letters = "abcdefghijklmnopqrstuvwxyz"[:ndim]
     kept = "".join(letters[i] for i in range(ndim) if i not in axes)
-    return f"{letters},{letters}->{kept}"
+    return ",".join([letters] * operands) + "->" + kept
 
 
-def _per_channel_dot(a, b, axes):
-    """Sum of ``a * b`` over ``axes`` (keepdims), without a full-size temporary."""
-    dot = np.einsum(_channel_dot(axes, a.ndim), a, b)
-    return dot.reshape(stat_shape(a.shape, axes)).astype(np.float64)
+def _per_channel_sum(*arrays: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """Sum over ``axes`` of one array, or of the product of two, as float64 (keepdims).
+
+    ``einsum`` makes it one pass with no full-size temporary, and sums the
+    contiguous inner run with SIMD partial sums: three times faster than
+    ``ndarray.sum`` over the outer and inner axes of NCHW data.
+    """
+    first = arrays[0]
+    subscripts = _einsum_subscripts(axes, first.ndim, len(arrays))
+    total = np.einsum(subscripts, *arrays)
+    return np.asarray(total, dtype=np.float64).reshape(stat_shape(first.shape, axes))
+
+
+def _row(stat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A per-channel value laid out over all of ``shape`` but its first axis.
+
+    NumPy pays about 100 ns per inner loop: broadcasting a ``(1, C, 1, 1)``
+    value against NCHW data runs ``N * C`` loops of ``H * W``, against the
+    ``(1, C, H, W)`` row only ``N`` loops of ``C * H * W``.  The row costs
+    ``1/N`` of a pass to build, so it is built only when the batch is not
+    tiny (and is the value itself when nothing is broadcast but the batch).
+    """
+    stat = stat.astype(dtype, copy=False)
+    if stat.shape[0] != 1 or shape[0] < 4:
+        return stat
+    return np.ascontiguousarray(np.broadcast_to(stat, (1, *shape[1:])))
 
 
 def np_train_forward(x, gamma, beta, epsilon, axes):
     """Training forward pass: ``(out, mean, invstd, biased var)``.
 
-    Works in one output-sized buffer: shifted data, then centred data, then
-    the output, in place; the sums of squares and products come from
-    ``einsum`` (no temporaries).  Statistics come back in float64.
+    Works in one output-sized buffer: shifted data, then the output, in
+    place; the sums come from ``einsum`` (no temporaries) and are combined
+    in float64.  Five passes over the data in all.
     """
     axes = tuple(axes)
     m = _check_runtime(x, axes, gamma=gamma, beta=beta)
@@ -233,18 +255,17 @@ def np_train_forward(x, gamma, beta, epsilon, axes):
     _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
     work = acc_dtype(x.dtype)
     first = tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))
-    shift = x[first].astype(work)
-    buf = np.subtract(x, shift, dtype=work)
-    mean_shifted = buf.sum(axis=axes, keepdims=True, dtype=work).astype(np.float64) / m
+    shift = x[first].astype(np.float64)
+    buf = np.subtract(x, _row(shift, x.shape, work), dtype=work)
+    mean_shifted = _per_channel_sum(buf, axes=axes) / m
     # Shifted two-moment variance: both terms are of the data's spread, not
     # of its offset from zero, so nothing large cancels.
-    var = np.maximum(_per_channel_dot(buf, buf, axes) / m - mean_shifted**2, 0.0)
+    var = np.maximum(_per_channel_sum(buf, buf, axes=axes) / m - mean_shifted**2, 0.0)
     invstd = 1.0 / np.sqrt(var + float(epsilon))
     scale = gamma * invstd
-    buf *= scale.astype(work)
-    buf += (beta - mean_shifted * scale).astype(work)
-    mean = shift.astype(np.float64) + mean_shifted
-    return buf.astype(x.dtype, copy=False), mean, invstd, var
+    buf *= _row(scale, x.shape, work)
+    buf += _row(beta - mean_shifted * scale, x.shape, work)
+    return buf.astype(x.dtype, copy=False), shift + mean_shifted, invstd, var
 
 
 def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
@@ -262,9 +283,9 @@ def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None)
         raise ValueError(f"output gradient has shape {dy.shape}; expected {x.shape}")
     work = acc_dtype(x.dtype)
     dyw = dy.astype(work, copy=False)
-    buf = np.subtract(x, mean, dtype=work)
-    dbeta = dyw.sum(axis=axes, keepdims=True, dtype=work).astype(np.float64)
-    dot = _per_channel_dot(dyw, buf, axes)
+    buf = np.subtract(x, _row(mean, x.shape, work), dtype=work)
+    dbeta = _per_channel_sum(dyw, axes=axes)
+    dot = _per_channel_sum(dyw, buf, axes=axes)
     invstd64 = invstd.astype(np.float64)
     k1 = gamma * invstd64
     k2 = k1 * invstd64 * invstd64 * dot / m
@@ -272,11 +293,13 @@ def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None)
     if g_mean is not None:
         k2 = k2 - 2.0 * g_var / m
         k3 = k3 - g_mean / m
-    # dx = k1 * dy - k2 * (x - mean) - k3, built in the centred buffer
-    buf *= (-k2).astype(work)
-    buf -= k3.astype(work)
-    buf += dyw * k1.astype(work)
-    return buf.astype(x.dtype, copy=False), dot * invstd64, dbeta
+    # dx = k1 * dy - k2 * (x - mean) - k3, with the centred data kept
+    # centred: folding k3 into the mean would cancel large offsets.
+    buf *= _row(-k2, x.shape, work)
+    buf -= _row(k3, x.shape, work)
+    dx = np.multiply(dyw, _row(k1, x.shape, work))
+    dx += buf
+    return dx.astype(x.dtype, copy=False), dot * invstd64, dbeta
 
 
 def np_inference(x, gamma, beta, mean, var, epsilon, axes):
@@ -285,9 +308,9 @@ def np_inference(x, gamma, beta, mean, var, epsilon, axes):
     _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
     work = acc_dtype(x.dtype)
     scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + float(epsilon))
-    out = np.subtract(x, mean, dtype=work)
-    out *= scale.astype(work)
-    out += beta.astype(work)
+    out = np.subtract(x, _row(mean, x.shape, work), dtype=work)
+    out *= _row(scale, x.shape, work)
+    out += _row(beta, x.shape, work)
     return out.astype(x.dtype, copy=False)
 
 
