@@ -16,6 +16,7 @@ variance with a rounded mean) would not be.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -207,6 +208,7 @@ def _check_scalar(value: float, name: str, low: float, high: float, low_open: bo
         raise ValueError(f"{name}={value} is out of range: expected a value in {lo}{low}, {high}]")
 
 
+@functools.cache
 def _einsum_subscripts(axes: tuple[int, ...], ndim: int, operands: int) -> str:
     """``einsum`` subscripts summing over ``axes``, e.g. 'abcd,abcd->b'."""
     letters = "abcdefghijklmnopqrstuvwxyz"[:ndim]
