@@ -11,6 +11,9 @@ from a given output gradient) and inference, for:
   torch+recycle, the same with the glibc allocator settings that importing
   ``lasagne_bn.ops`` makes (see ``lasagne_bn/ops/host_memory.py``), to show
   how much of a difference is the allocator's;
+- floor: a PyTensor function on the same inputs that only adds 1 to ``x``:
+  what PyTensor's function call costs in a mode before any batch norm
+  (under JAX it is most of a small-shape call);
 - flax: a hand-written ``jnp`` version in the style of Flax's BatchNorm
   (``jax.jit``, ``jax.vjp`` for the backward);
 - bound: bytes each pass must move / measured copy bandwidth.
@@ -107,6 +110,23 @@ def pytensor_impl(case: Case, mode, plain: bool):
     )
 
 
+def floor_impl(case: Case, mode):
+    """``x + 1`` through ``pytensor.function`` with the benchmark's inputs."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    ndim, pndim = len(case.shape), len(case.param_shape)
+    x, dy = (pt.tensor(n, dtype="float32", shape=(None,) * ndim) for n in ("x", "dy"))
+    g, b, m, v = (pt.tensor(n, dtype="float32", shape=(None,) * pndim) for n in "gbmv")
+    kwargs = {"mode": mode, "on_unused_input": "ignore"}
+    train = pytensor.function([x, g, b, dy], x + 1, **kwargs)
+    infer = pytensor.function([x, g, b, m, v], x + 1, **kwargs)
+    return (
+        lambda: train(case.x, case.gamma, case.beta, case.dy),
+        lambda: infer(case.x, case.gamma, case.beta, case.mean, case.var),
+    )
+
+
 def torch_impl(case: Case):
     import torch
     import torch.nn.functional as F
@@ -194,6 +214,8 @@ def build(name: str, case: Case) -> tuple[Callable, Callable]:
         return torch_impl(case)
     if kind == "flax":
         return flax_impl(case)
+    if kind == "floor":
+        return floor_impl(case, modes[mode])
     return pytensor_impl(case, modes[mode], plain=(kind == "plain"))
 
 
@@ -390,6 +412,7 @@ IMPLS = [
     "torch",
     "torch+recycle",
     "flax",
+    "floor/JAX",
 ]
 
 
