@@ -11,11 +11,12 @@ from a given output gradient) and inference, for:
   torch+recycle, the same with the glibc allocator settings that importing
   ``lasagne_bn.ops`` makes (see ``lasagne_bn/ops/host_memory.py``), to show
   how much of a difference is the allocator's;
-- floor: a PyTensor function on the same inputs that only adds 1 to ``x``:
-  what PyTensor's function call costs in a mode before any batch norm
-  (under JAX it is most of a small-shape call);
 - flax: a hand-written ``jnp`` version in the style of Flax's BatchNorm
-  (``jax.jit``, ``jax.vjp`` for the backward);
+  (``jax.jit``, ``jax.vjp`` for the backward), and flax+recycle, the same
+  with the recycling allocator (XLA's CPU buffers come from glibc too);
+- floor: a PyTensor function on the same inputs that only adds 1 to ``x``,
+  with the recycling allocator: what PyTensor's function call costs in a
+  mode before any batch norm (under JAX it is most of a small-shape call);
 - bound: bytes each pass must move / measured copy bandwidth.
 
 Each implementation runs in its own worker process (so thread pools do not
@@ -212,7 +213,7 @@ def build(name: str, case: Case) -> tuple[Callable, Callable]:
     }
     if kind in ("torch", "torch+recycle"):
         return torch_impl(case)
-    if kind == "flax":
+    if kind in ("flax", "flax+recycle"):
         return flax_impl(case)
     if kind == "floor":
         return floor_impl(case, modes[mode])
@@ -305,9 +306,9 @@ def block(result):
 
 
 def worker_env(name: str) -> dict:
-    """``torch+recycle`` is PyTorch with the glibc settings ``lasagne_bn.ops`` applies."""
+    """``+recycle`` rows (and the floor) get the glibc settings ``lasagne_bn.ops`` applies."""
     env = dict(os.environ)
-    if name.endswith("+recycle"):
+    if name.endswith("+recycle") or name.startswith("floor/"):
         env["MALLOC_MMAP_THRESHOLD_"] = str(256 * 2**20)
         env["MALLOC_TRIM_THRESHOLD_"] = str(512 * 2**20)
     return env
@@ -412,6 +413,7 @@ IMPLS = [
     "torch",
     "torch+recycle",
     "flax",
+    "flax+recycle",
     "floor/JAX",
 ]
 
