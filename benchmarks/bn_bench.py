@@ -16,7 +16,8 @@ from a given output gradient) and inference, for:
   with the recycling allocator (XLA's CPU buffers come from glibc too);
 - floor: a PyTensor function on the same inputs that only adds 1 to ``x``,
   with the recycling allocator: what PyTensor's function call costs in a
-  mode before any batch norm (under JAX it is most of a small-shape call);
+  mode before any batch norm (most of a small-shape call: PyTensor checks
+  every input in Python on every call);
 - bound: bytes each pass must move / measured copy bandwidth.
 
 Each implementation runs in its own worker process (so thread pools do not
@@ -414,6 +415,7 @@ IMPLS = [
     "torch+recycle",
     "flax",
     "flax+recycle",
+    "floor/default",
     "floor/JAX",
 ]
 
