@@ -79,7 +79,12 @@ class Case:
 # implementations: each returns (train_step, infer_step) callables
 
 
-def pytensor_impl(case: Case, mode, plain: bool):
+def pytensor_impl(case: Case, mode, kind: str):
+    """Train and infer steps through ``pytensor.function``.
+
+    ``kind``: 'ours' (``lasagne_bn.ops``), 'plain' (the same maths as a plain
+    graph) or 'floor' (``x + 1`` on the same inputs: PyTensor's call cost).
+    """
     import pytensor
     import pytensor.tensor as pt
 
@@ -90,11 +95,11 @@ def pytensor_impl(case: Case, mode, plain: bool):
     dy = pt.tensor("dy", dtype="float32", shape=(None,) * ndim)
     pndim = len(case.param_shape)
     g, b, m, v = (pt.tensor(n, dtype="float32", shape=(None,) * pndim) for n in "gbmv")
-    pattern = ["x" if i in case.axes else 0 for i in range(ndim)]
-    if pndim > 1:
+    if kind == "floor":
+        out = test_out = x + 1
+    elif kind == "plain":
         it = iter(range(pndim))
         pattern = ["x" if i in case.axes else next(it) for i in range(ndim)]
-    if plain:
         gb, bb, mb, vb = (p.dimshuffle(pattern) for p in (g, b, m, v))
         mean = x.mean(case.axes, keepdims=True)
         var = x.var(case.axes, keepdims=True)
@@ -103,26 +108,12 @@ def pytensor_impl(case: Case, mode, plain: bool):
     else:
         out, _, _ = batch_normalization_train(x, g, b, axes=case.axes_mode, epsilon=EPS)
         test_out = batch_normalization_test(x, g, b, m, v, axes=case.axes_mode, epsilon=EPS)
-    grads = pytensor.grad(None, [x, g, b], known_grads={out: dy})
-    train = pytensor.function([x, g, b, dy], [out, *grads], mode=mode)
-    infer = pytensor.function([x, g, b, m, v], test_out, mode=mode)
-    return (
-        lambda: train(case.x, case.gamma, case.beta, case.dy),
-        lambda: infer(case.x, case.gamma, case.beta, case.mean, case.var),
-    )
-
-
-def floor_impl(case: Case, mode):
-    """``x + 1`` through ``pytensor.function`` with the benchmark's inputs."""
-    import pytensor
-    import pytensor.tensor as pt
-
-    ndim, pndim = len(case.shape), len(case.param_shape)
-    x, dy = (pt.tensor(n, dtype="float32", shape=(None,) * ndim) for n in ("x", "dy"))
-    g, b, m, v = (pt.tensor(n, dtype="float32", shape=(None,) * pndim) for n in "gbmv")
-    kwargs = {"mode": mode, "on_unused_input": "ignore"}
-    train = pytensor.function([x, g, b, dy], x + 1, **kwargs)
-    infer = pytensor.function([x, g, b, m, v], x + 1, **kwargs)
+    train_outputs = [out]
+    extra = {"on_unused_input": "ignore"} if kind == "floor" else {}
+    if kind != "floor":
+        train_outputs += pytensor.grad(None, [x, g, b], known_grads={out: dy})
+    train = pytensor.function([x, g, b, dy], train_outputs, mode=mode, **extra)
+    infer = pytensor.function([x, g, b, m, v], test_out, mode=mode, **extra)
     return (
         lambda: train(case.x, case.gamma, case.beta, case.dy),
         lambda: infer(case.x, case.gamma, case.beta, case.mean, case.var),
@@ -212,13 +203,13 @@ def build(name: str, case: Case) -> tuple[Callable, Callable]:
         "FAST_COMPILE": "FAST_COMPILE",
         "py": Mode(linker="py", optimizer=None),
     }
-    if kind in ("torch", "torch+recycle"):
+    # '+recycle' only changes the worker's environment (worker_env).
+    kind = kind.removesuffix("+recycle")
+    if kind == "torch":
         return torch_impl(case)
-    if kind in ("flax", "flax+recycle"):
+    if kind == "flax":
         return flax_impl(case)
-    if kind == "floor":
-        return floor_impl(case, modes[mode])
-    return pytensor_impl(case, modes[mode], plain=(kind == "plain"))
+    return pytensor_impl(case, modes[mode], kind)
 
 
 # --------------------------------------------------------------------------
