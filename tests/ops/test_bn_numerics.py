@@ -17,23 +17,27 @@ SPATIAL = (0, 2, 3)
 
 @functools.cache
 def offset_outputs(mode_name: str):
-    """float32 ``offset + N(0, 1)`` data, normalized in training mode."""
+    """float32 ``offset + N(0, 1)`` data, normalized in training mode, and the
+    gradients for a random output gradient."""
     rng = np.random.default_rng(1)
-    x = pt.tensor4("x", dtype="float32")
+    x, dy = pt.tensor4("x", dtype="float32"), pt.tensor4("dy", dtype="float32")
     g, b = pt.vector("g", dtype="float32"), pt.vector("b", dtype="float32")
     out, mean, invstd = batch_normalization_train(x, g, b, axes="spatial")
-    fn = pytensor.function([x, g, b], [out, mean, invstd], mode=mode_for(mode_name))
+    grads = pytensor.grad(None, [x, g, b], known_grads={out: dy})
+    fn = pytensor.function([x, g, b, dy], [out, mean, invstd, *grads], mode=mode_for(mode_name))
     results = {}
     for offset in (1e4, 1e6):
         data = (offset + rng.standard_normal((16, 3, 6, 6))).astype("float32")
-        results[offset] = data, fn(data, np.ones(3, "float32"), np.zeros(3, "float32"))
+        dy_data = rng.standard_normal(data.shape).astype("float32")
+        ones, zeros = np.ones(3, "float32"), np.zeros(3, "float32")
+        results[offset] = data, dy_data, fn(data, ones, zeros, dy_data)
     return results
 
 
 @pytest.mark.parametrize("mode_name", MODE_NAMES)
 @pytest.mark.parametrize("offset", [1e4, 1e6])
 def test_large_offset_float32_normalizes(mode_name, offset):
-    data, (out, mean, invstd) = offset_outputs(mode_name)[offset]
+    data, _, (out, mean, invstd, *_) = offset_outputs(mode_name)[offset]
     assert out.dtype == np.float32
     assert np.isfinite(out).all() and np.isfinite(mean).all() and np.isfinite(invstd).all()
     channel_mean = out.astype(np.float64).mean(axis=SPATIAL)
@@ -41,6 +45,30 @@ def test_large_offset_float32_normalizes(mode_name, offset):
     assert np.abs(channel_mean).max() < 1e-3, channel_mean
     assert np.abs(channel_std - 1).max() < 1e-2, channel_std
     np.testing.assert_allclose(mean, data.astype(np.float64).mean(axis=SPATIAL), rtol=1e-7)
+
+
+@pytest.mark.parametrize("mode_name", MODE_NAMES)
+@pytest.mark.parametrize("offset", [1e4, 1e6])
+def test_large_offset_float32_gradients_match_float64(mode_name, offset):
+    data, dy, (*_, dx, dgamma, dbeta) = offset_outputs(mode_name)[offset]
+    x64, dy64 = data.astype(np.float64), dy.astype(np.float64)
+    invstd = 1 / np.sqrt(x64.var(axis=SPATIAL, keepdims=True) + 1e-4)
+    xhat = (x64 - x64.mean(axis=SPATIAL, keepdims=True)) * invstd
+    mean_dy = dy64.mean(axis=SPATIAL, keepdims=True)
+    mean_dy_xhat = (dy64 * xhat).mean(axis=SPATIAL, keepdims=True)
+    want_dx = invstd * (dy64 - mean_dy - xhat * mean_dy_xhat)
+    # The gradient op receives the batch mean as float32 (Theano's output
+    # dtype), rounded by up to half a float32 spacing of the offset; that
+    # shifts dx by |mean(dy * xhat)| * invstd (~0.1) times it; |dx| is O(1).
+    atol = 1e-3 + 0.1 * float(np.spacing(np.float32(offset)))
+    np.testing.assert_allclose(dx, want_dx, atol=atol)
+    # dgamma = sum(dy * (x - mean)) * invstd: the same rounding of the mean
+    # moves it by up to half a spacing times |sum(dy)| * invstd.
+    half_spacing = 0.5 * float(np.spacing(np.float32(offset)))
+    mean_shift = half_spacing * np.abs(dy64.sum(axis=SPATIAL)) * invstd.reshape(-1)
+    want_dgamma = (dy64 * xhat).sum(axis=SPATIAL)
+    assert (np.abs(dgamma - want_dgamma) <= 1e-3 + mean_shift).all(), (dgamma, want_dgamma)
+    np.testing.assert_allclose(dbeta, dy64.sum(axis=SPATIAL), rtol=1e-5, atol=1e-4)
 
 
 FLOAT16_MODES = [m for m in MODE_NAMES if m != "c"]
