@@ -295,8 +295,8 @@ def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None)
     if g_mean is not None:
         k2 = k2 - 2.0 * g_var / m
         k3 = k3 - g_mean / m
-    # dx = k1 * dy - k2 * (x - mean) - k3, with the centred data kept
-    # centred: folding k3 into the mean would cancel large offsets.
+    # dx = k1 * dy - k2 * (x - mean) - k3 on the centred data: expanding
+    # k2 * (x - mean) would round k2 * x at the data's offset, not its spread.
     buf *= _row(-k2, x.shape, work)
     buf -= _row(k3, x.shape, work)
     dx = np.multiply(dyw, _row(k1, x.shape, work))
