@@ -39,7 +39,6 @@ _USE_JAX = (
 #: Legacy modules (and everything below them) that have no counterpart.
 GONE = {
     "theano.sandbox.cuda": _USE_JAX,
-    "theano.gpuarray": _USE_JAX,
     "theano.sandbox.gpuarray": _USE_JAX,
     "theano.misc.pycuda_init": _USE_JAX,
     "theano.misc.pycuda_utils": _USE_JAX,

@@ -12,8 +12,9 @@ pytensor.function``).  The differences:
 - ``theano.clone``, ``theano.Param``, ``theano.OrderedUpdates``,
   ``theano.gof``, ``theano.scan_module`` ... are the PyTensor pieces they
   became.
-- ``theano.sandbox.cuda`` and ``theano.gpuarray`` raise an ``ImportError``
-  that says to use the JAX mode.
+- ``theano.sandbox.cuda`` raises an ``ImportError`` that says to use the
+  JAX mode; ``theano.gpuarray`` imports as on a machine without a GPU
+  (``pygpu_activated`` is False), as Theano 1.0's did.
 """
 
 from __future__ import annotations
@@ -154,13 +155,10 @@ _SUBMODULES = {
     "sparse": "pytensor.sparse",
     "scan_module": "pytensor.scan",
     "misc": "pytensor.misc",
+    "gpuarray": "compat.theano.gpuarray",
 }
 
 _MISSING = {
-    "gpuarray": (
-        "PyTensor has no gpuarray backend; compile with mode='JAX' (on a JAX install with "
-        "GPU support) to run on a GPU"
-    ),
     "sparse_grad": "use the gradient of theano.sparse ops (pytensor.sparse) directly",
     "function_dump": "use pytensor.compile.function_dump",
     "test": "Theano's test suite is not part of PyTensor",

@@ -127,7 +127,6 @@ MISSING_IMPORTS = [
     ("import theano.sandbox.cuda", "mode='JAX'"),
     ("from theano.sandbox import cuda", "mode='JAX'"),
     ("import theano.sandbox.cuda.dnn", "mode='JAX'"),
-    ("from theano.gpuarray import dnn", "mode='JAX'"),
     ("from theano.tensor.nnet import h_softmax", "two-level softmax"),
     ("from lasagne.utils import unroll_scan", "theano.scan"),
 ]
@@ -146,12 +145,21 @@ class TestMissing:
         import theano
 
         with pytest.raises(AttributeError, match="mode='JAX'") as info:
-            theano.gpuarray  # noqa: B018
+            theano.sandbox.cuda  # noqa: B018
         assert isinstance(info.value, compat.LegacyNameError)
         assert not hasattr(lasagne.layers, "dnn")
         assert getattr(lasagne.layers, "GRULayer", None) is None
         with pytest.raises(AttributeError, match="recurrent"):
             lasagne.layers.GRULayer  # noqa: B018
+
+    def test_gpuarray_reports_no_gpu_as_theano_did_on_a_cpu(self):
+        import theano
+        from theano import gpuarray
+        from theano.gpuarray import dnn
+
+        assert theano.gpuarray is gpuarray
+        assert gpuarray.pygpu_activated is False
+        assert dnn.dnn_available() is False and "mode='JAX'" in dnn.dnn_available.msg
 
     def test_unknown_names_point_to_the_guide(self):
         import theano
