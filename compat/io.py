@@ -43,7 +43,6 @@ import os
 import pickle
 import re
 import struct
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from compat._pickle import (
     dumps_protocol2,
     warn_notes,
 )
+from lasagne_bn._files import atomic_write, resolve_target
 
 __all__ = [
     "FORMATS",
@@ -531,20 +531,6 @@ def load_params(
 # writing
 
 
-def _atomic_write(path, data_writer) -> None:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            data_writer(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def save_params(
     network,
     path,
@@ -609,6 +595,7 @@ def _check_write_args(path, format: str, extras, caller: str) -> None:
         raise ValueError(f"extras are only written with format='model-zoo', not {format!r}")
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path={path!r} must be a str or os.PathLike")
+    resolve_target(path)  # an empty path or a directory: refused before any work
 
 
 def write_values(path, values: Sequence, format: str = "npz", *, extras=None) -> None:
@@ -620,7 +607,7 @@ def write_values(path, values: Sequence, format: str = "npz", *, extras=None) ->
     _check_write_args(path, format, extras, "write_values")
     values = [np.asarray(v) for v in values]
     if format == "npz":
-        _atomic_write(path, lambda f: np.savez(f, *values))
+        atomic_write(path, lambda f: np.savez(f, *values))
         return
     if format == "pickle":
         payload = dumps_protocol2(values)
@@ -629,7 +616,7 @@ def write_values(path, values: Sequence, format: str = "npz", *, extras=None) ->
         if "param values" in extras:
             raise ValueError("extras must not contain 'param values' (the values go there)")
         payload = dumps_protocol2({"param values": values, **extras})
-    _atomic_write(path, lambda f: f.write(payload))
+    atomic_write(path, lambda f: f.write(payload))
 
 
 # --------------------------------------------------------------------------
