@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "partial_name"]
+__all__ = ["RunFolder", "atomic_write", "partial_name"]
 
 _PARTIAL = re.compile(r"\.(?P<name>.+)\.partial-(?P<pid>\d+)\Z")
 
@@ -41,8 +41,8 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_partials(folder: str, target_name: str) -> list[str]:
-    """Delete ``folder``'s temporary files for ``target_name`` whose writer is gone."""
+def remove_stale_partials(folder: str, target_name: str, directories: bool = False) -> list[str]:
+    """Delete temporary files (or folders) for ``target_name`` whose writer is gone."""
     removed = []
     try:
         names = os.listdir(folder)
@@ -55,8 +55,14 @@ def remove_stale_partials(folder: str, target_name: str) -> list[str]:
         pid = int(match["pid"])
         if pid == os.getpid() or _process_alive(pid):
             continue
+        path = os.path.join(folder, name)
         try:
-            os.unlink(os.path.join(folder, name))
+            if directories and os.path.isdir(path) and not os.path.islink(path):
+                import shutil
+
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             removed.append(name)
         except OSError:
             pass
@@ -128,3 +134,64 @@ def atomic_write(path: str | os.PathLike, writer: Callable[[BinaryIO], object]) 
         if isinstance(exc, OSError) and exc.filename in (tmp, target, None):
             raise OSError(exc.errno, f"cannot write {shown}: {exc.strerror}", shown) from None
         raise
+
+
+class RunFolder:
+    """The files of one run, written aside and moved into ``folder`` together.
+
+    A run that fails or is interrupted leaves ``folder`` as the previous run
+    left it; a finished one replaces every file named in ``names`` (also
+    those it did not write, so no file of an older run stays beside the new
+    ones).  Use it as a context manager: files are published on a normal
+    exit and discarded on an exception.
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> out = Path(tempfile.mkdtemp())
+    >>> with RunFolder(out, ["a.txt"]) as run:
+    ...     _ = run.path("a.txt").write_text("new")
+    >>> (out / "a.txt").read_text()
+    'new'
+    """
+
+    def __init__(self, folder: str | os.PathLike, names: list[str]):
+        from pathlib import Path
+
+        self.folder = Path(folder)
+        self.names = list(names)
+        remove_stale_partials(str(self.folder), "run", directories=True)
+        self.stage = self.folder / partial_name("run")
+        self.stage.mkdir(exist_ok=True)
+
+    def path(self, name: str):
+        """Where this run writes ``name`` now."""
+        if name not in self.names:
+            raise ValueError(f"name={name!r} is not one of this run's files {self.names}")
+        return self.stage / name
+
+    def final(self, name: str):
+        """Where ``name`` will be once the run is published."""
+        return self.folder / name
+
+    def publish(self) -> None:
+        for name in self.names:
+            staged, final = self.stage / name, self.folder / name
+            if staged.exists():
+                os.replace(staged, final)
+            elif final.exists():
+                final.unlink()
+        self.discard()
+
+    def discard(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.publish()
+        else:
+            self.discard()
