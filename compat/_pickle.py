@@ -274,6 +274,38 @@ def _python3_name(module: str, name: str) -> tuple[str, str]:
 STAND_IN_ROOTS = ("theano", "lasagne")
 
 
+#: Modules whose names in a pickle mean it can run commands or code: never
+#: suggested for allow-listing (a checkpoint has no reason to name them).
+CODE_RUNNING_MODULES = frozenset(
+    {
+        "builtins", "__builtin__", "os", "posix", "nt", "subprocess", "sys", "shutil",
+        "importlib", "runpy", "pickle", "_pickle", "marshal", "code", "codeop", "pty",
+        "socket", "ctypes", "multiprocessing", "signal", "webbrowser", "platform",
+        "commands", "popen2", "functools", "operator", "types", "inspect", "io", "_io",
+        "pathlib", "tempfile", "glob", "site", "pydoc", "timeit", "cProfile", "profile",
+        "pdb", "bdb", "trace", "threading", "_thread", "asyncio", "numpy.testing",
+    }
+)  # fmt: skip
+
+
+def runs_code(path: str) -> bool:
+    """Whether the global ``path`` ('module.Name') belongs to a module that can run code."""
+    module = path.rpartition(".")[0]
+    return any(module == m or module.startswith(m + ".") for m in CODE_RUNNING_MODULES)
+
+
+def _allow_hint(path: str) -> str:
+    if runs_code(path):
+        return (
+            f"{path} can run commands or code, which no checkpoint needs: the file may be "
+            "malicious; do not allow it"
+        )
+    return (
+        f"if it is a class of your own that you trust, pass classes={{{path!r}: TheClass}}, "
+        f"or --allow-class {path} on the command line"
+    )
+
+
 class SafeUnpickler(pickle.Unpickler):
     """A ``pickle.Unpickler`` that resolves globals only through the allow-list.
 
@@ -305,8 +337,7 @@ class SafeUnpickler(pickle.Unpickler):
             return stand_in(path)
         raise UnsafePickleError(
             f"the pickle refers to {path}, which is not on the allow-list of what a legacy "
-            "checkpoint may contain; refused, nothing was executed (if it is a class of your "
-            f"own that you trust, pass classes={{{path!r}: ...}})"
+            f"checkpoint may contain; refused, nothing was executed ({_allow_hint(path)})"
         )
 
     def persistent_load(self, pid):

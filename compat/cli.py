@@ -31,6 +31,7 @@ def register_run(subparsers) -> None:
     """``lasagne-bn run SCRIPT [ARGS]``: a legacy Theano/Lasagne script on lasagne_bn."""
     parser = subparsers.add_parser(
         "run",
+        usage="lasagne-bn run [-h] [-m] [--theano-flags FLAGS] SCRIPT [ARGS ...]",
         help="run an unchanged Theano/Lasagne script on PyTensor and lasagne_bn",
         description=(
             "Install the theano/lasagne compatibility layer (compat.install()) and run "
@@ -136,7 +137,55 @@ def register_inspect(subparsers) -> None:
         formatter_class=_RAW,
     )
     parser.add_argument("file", metavar="FILE", help="the checkpoint")
+    _add_allow_class(parser)
     parser.set_defaults(handler=_inspect)
+
+
+def _add_allow_class(parser) -> None:
+    parser.add_argument(
+        "--allow-class",
+        metavar="MODULE.NAME",
+        action="append",
+        default=[],
+        help="a class of your own, importable here, that a pickled checkpoint may name "
+        "(repeatable); classes of modules that run commands or code are never allowed",
+    )
+
+
+def _allowed_classes(args) -> dict:
+    """``--allow-class`` values as the ``classes`` mapping of compat.io's readers."""
+    from compat._pickle import runs_code
+
+    classes = {}
+    for path in args.allow_class:
+        module_name, _, name = path.rpartition(".")
+        if not module_name or not name.isidentifier():
+            raise UserError(f"--allow-class {path!r}: expected MODULE.NAME, e.g. mymodels.MyLayer")
+        if runs_code(path):
+            raise UserError(
+                f"--allow-class {path!r}: {module_name} can run commands or code; a checkpoint "
+                "never needs it, so it cannot be allowed"
+            )
+        try:
+            obj = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError) as exc:
+            raise UserError(f"--allow-class {path!r}: cannot import it ({exc})") from None
+        if not isinstance(obj, type):
+            raise UserError(
+                f"--allow-class {path!r}: is a {type(obj).__name__}, not a class; only classes "
+                "can be allowed"
+            )
+        classes[path] = obj
+    return classes
+
+
+def _check_input_file(path: str) -> None:
+    if os.path.isdir(path):
+        raise UserError(f"{path!r} is a directory, not a checkpoint file")
+    if not os.path.exists(path):
+        raise UserError(f"no such file: {path!r}")
+    if not os.path.isfile(path):
+        raise UserError(f"{path!r} is not a regular file")
 
 
 def _read_errors():
@@ -160,10 +209,9 @@ def _describe(value) -> str:
 def _inspect(args) -> int:
     from compat.io import inspect_checkpoint
 
-    if not os.path.isfile(args.file):
-        raise UserError(f"no such file: {args.file!r}")
+    _check_input_file(args.file)
     try:
-        checkpoint, infos = inspect_checkpoint(args.file)
+        checkpoint, infos = inspect_checkpoint(args.file, classes=_allowed_classes(args))
     except _read_errors() as exc:
         message = str(exc) if str(args.file) in str(exc) else f"{args.file}: {exc}"
         raise UserError(message) from None
@@ -258,6 +306,7 @@ def register_convert(subparsers) -> None:
     source.add_argument(
         "--guess", action="store_true", help="take the statistics 'lasagne-bn inspect' marks"
     )
+    _add_allow_class(parser)
     parser.set_defaults(handler=_convert)
 
 
@@ -345,12 +394,11 @@ def _convert(args) -> int:
     from compat.io import read_checkpoint, write_values
     from lasagne_bn.layers.bn_storage import convert_param_values, inv_std_to_var, var_to_inv_std
 
-    if not os.path.exists(args.input):
-        raise UserError(f"no such file: {args.input!r}")
+    _check_input_file(args.input)
     if args.to is None and (args.from_ or args.network or args.stats or args.guess):
         raise UserError("--from, --network, --stats and --guess need --to inv_std|var")
     try:
-        checkpoint = read_checkpoint(args.input)
+        checkpoint = read_checkpoint(args.input, classes=_allowed_classes(args))
     except _read_errors() as exc:
         raise UserError(str(exc)) from None
     out_format = _output_format(args, checkpoint)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -96,9 +97,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:
         print(f"lasagne-bn {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("lasagne-bn: interrupted", file=sys.stderr)
+    except BrokenPipeError:
+        # `lasagne-bn inspect f | head -1`: the reader left; say nothing more
+        _silence_stdout()
+        return 141
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
+        print(f"lasagne-bn {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C, also when a compiled kernel wrapped it in a SystemError."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

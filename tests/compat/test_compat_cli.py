@@ -228,3 +228,91 @@ def test_pyproject_registers_these_entry_points():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = project["entry-points"]["lasagne_bn.commands"]
     assert declared == {ep.name: ep.value for ep in ENTRY_POINTS}
+
+
+# --------------------------------------------------------------------------
+# messages (issue 12): one line that says what is wrong
+
+
+def test_inspect_and_convert_on_a_directory_say_so(lasagne_bn_cmd, tmp_path):
+    for args in (("inspect", tmp_path), ("convert", tmp_path, tmp_path / "o.npz")):
+        status, _, err = lasagne_bn_cmd(*args)
+        assert status == 2
+        assert err.strip().endswith(f"'{tmp_path}' is a directory, not a checkpoint file")
+
+
+def test_run_usage_shows_args_as_optional(lasagne_bn_cmd):
+    status, out, _ = lasagne_bn_cmd("run", "--help")
+    assert status == 0
+    assert out.startswith(
+        "usage: lasagne-bn run [-h] [-m] [--theano-flags FLAGS] SCRIPT [ARGS ...]"
+    )
+
+
+def test_inspect_into_a_closed_pipe_ends_quietly(tmp_path):
+    """``lasagne-bn inspect f | head -1``: no BrokenPipeError traceback."""
+    import subprocess
+
+    from legacy_helpers import cli_env
+
+    proc = subprocess.run(
+        f"{__import__('sys').executable} -m lasagne_bn inspect "
+        f"{ORACLE / 'mlp_params_p2.pkl'} | head -1",
+        shell=True,
+        env=cli_env(tmp_path, None),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.count("\n") == 1 and "pickle" in proc.stdout
+    assert proc.stderr == ""
+
+
+class Trusted:
+    """A class of the user's own, named by a pickle."""
+
+    def __init__(self, values=None):
+        self.values = values
+
+
+def test_allow_class_lets_a_trusted_class_through(lasagne_bn_cmd, tmp_path):
+    path = tmp_path / "zoo.pkl"
+    values = [np.ones((3, 2), "float32"), np.zeros(2, "float32")]
+    path.write_bytes(pickle.dumps({"param values": values, "config": Trusted(3)}, protocol=2))
+    status, _, err = lasagne_bn_cmd("inspect", path)
+    assert status == 2 and f"--allow-class {__name__}.Trusted" in err
+    status, out, err = lasagne_bn_cmd("inspect", path, "--allow-class", f"{__name__}.Trusted")
+    assert status == 0, err
+    assert "model-zoo" in out and "extra 'config': Trusted" in out
+
+
+@pytest.mark.parametrize(
+    "name", ["posix.system", "os.system", "builtins.eval", "subprocess.Popen"]
+)
+def test_allow_class_never_allows_what_runs_code(lasagne_bn_cmd, tmp_path, name):
+    path = tmp_path / "w.npz"
+    np.savez(path, np.ones(2))
+    status, _, err = lasagne_bn_cmd("inspect", path, "--allow-class", name)
+    assert status == 2 and "can run commands or code" in err and "cannot be allowed" in err
+
+
+def test_allow_class_refuses_non_classes(lasagne_bn_cmd, tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, np.ones(2))
+    status, _, err = lasagne_bn_cmd("inspect", path, "--allow-class", "numpy.savez")
+    assert status == 2 and "not a class" in err
+    status, _, err = lasagne_bn_cmd("inspect", path, "--allow-class", "nomodule")
+    assert status == 2 and "expected MODULE.NAME" in err
+
+
+def test_refusing_os_system_never_suggests_allowing_it(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return os.system, ("true",)
+
+    data = pickle.dumps([np.zeros(2), Evil()], protocol=2)
+    with pytest.raises(cio.UnsafePickleError) as info:
+        cio.read_checkpoint(__import__("io").BytesIO(data))
+    message = str(info.value)
+    assert "posix.system" in message and "do not allow it" in message
+    assert "classes=" not in message and "--allow-class" not in message
