@@ -31,6 +31,7 @@ import sys
 import threading
 
 from compat._finder import ROOTS, LegacyFinder
+from compat._flags import import_pytensor_with
 from compat._names import LegacyNameError
 
 __all__ = ["LegacyNameError", "install", "is_installed", "uninstall"]
@@ -60,8 +61,10 @@ def is_installed() -> bool:
 def install(*, theano_flags: str | None = None) -> None:
     """Make ``import theano`` and ``import lasagne`` resolve to this package's shims.
 
-    Idempotent: a second call changes nothing.  Call it before the legacy
-    code imports ``theano`` or ``lasagne``.
+    Idempotent, except that a second call applies its ``theano_flags``.
+    Call it before the legacy code imports ``theano`` or ``lasagne``, and
+    before anything imports PyTensor if the flags hold options PyTensor
+    reads only at import (``optimizer``, ``base_compiledir``, ...).
 
     Parameters
     ----------
@@ -87,6 +90,7 @@ def install(*, theano_flags: str | None = None) -> None:
         )
     with _lock:
         if is_installed():
+            _apply_flags(theano_flags)  # a second call with other flags applies them
             return
         foreign = [name for name in _legacy_keys() if not _ours(sys.modules[name])]
         if foreign:
@@ -99,9 +103,15 @@ def install(*, theano_flags: str | None = None) -> None:
             del sys.modules[name]
         _finder = LegacyFinder()
         sys.meta_path.insert(0, _finder)
+    _apply_flags(theano_flags)
+
+
+def _apply_flags(theano_flags: str | None) -> None:
+    flags = os.environ.get("THEANO_FLAGS", "") if theano_flags is None else theano_flags
+    if "pytensor" not in sys.modules:
+        import_pytensor_with(flags)
     from compat.theano._config import apply_theano_flags
 
-    flags = os.environ.get("THEANO_FLAGS", "") if theano_flags is None else theano_flags
     apply_theano_flags(flags)
 
 

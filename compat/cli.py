@@ -70,6 +70,9 @@ def _run(args) -> int:
         compat.install(theano_flags=args.theano_flags)
     except RuntimeError as exc:
         raise UserError(str(exc)) from None
+    import compat.theano
+
+    compat.theano.on_first_compile = _compiling_notice
     old_argv, old_path = sys.argv[:], sys.path[:]
     sys.argv = [args.script, *args.args]
     try:
@@ -96,6 +99,15 @@ def _run(args) -> int:
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
     return 0
+
+
+def _compiling_notice() -> None:
+    print(
+        "lasagne-bn run: compiling the script's first function (Numba compiles its kernels "
+        "on first use: a minute or more the first time, cached for later runs)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 # --------------------------------------------------------------------------

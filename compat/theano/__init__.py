@@ -1,8 +1,10 @@
 """``import theano``: Theano 1.0's top-level names on PyTensor 3.
 
-Most names are PyTensor's own objects (``theano.function is
-pytensor.function``).  The differences:
+Most names are PyTensor's own objects (``theano.grad is pytensor.grad``).
+The differences:
 
+- ``theano.function`` is :func:`pytensor.function` behind a hook that
+  ``lasagne-bn run`` uses to say when the first compile begins.
 - ``theano.shared`` makes shared variables with
   :func:`lasagne_bn.utils.portable_shared`'s storage, so one set of
   parameters works under every backend in one process, and accepts
@@ -24,7 +26,8 @@ from collections import OrderedDict as _OrderedDict
 import numpy as _np
 import pytensor as _pytensor
 import pytensor.gradient as _gradient
-from pytensor import In, Mode, OpFromGraph, Out, dprint, function, grad
+from pytensor import In, Mode, OpFromGraph, Out, dprint, grad
+from pytensor import function as _pt_function
 from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, as_op, get_mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
@@ -106,6 +109,20 @@ def shared(value, name=None, strict=False, allow_downcast=None, **kwargs):
         container.storage = _HostStorage(container.storage)
         container.storage[0] = container.storage[0]
     return var
+
+
+#: Called once, before the first ``theano.function`` compiles (``lasagne-bn run``
+#: sets it to say on stderr that compiling has begun); None: nothing is said.
+on_first_compile = None
+
+
+def function(*args, **kwargs):
+    """``theano.function``: PyTensor's :func:`pytensor.function`, same arguments."""
+    global on_first_compile
+    notice, on_first_compile = on_first_compile, None
+    if notice is not None:
+        notice()
+    return _pt_function(*args, **kwargs)
 
 
 def clone(output, replace=None, strict=True, share_inputs=True, copy_inputs=None):

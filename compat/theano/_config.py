@@ -14,6 +14,8 @@ import warnings
 
 import pytensor
 
+from compat._flags import IMPORT_TIME_OPTIONS
+
 __all__ = ["TheanoConfig", "apply_theano_flags", "config"]
 
 _NO_GPU = (
@@ -171,9 +173,18 @@ def apply_theano_flags(flags: str) -> dict[str, str]:
         if key not in _known():
             ignored[name] = "not an option of PyTensor 3"
             continue
+        if str(getattr(pytensor.config, key)) == value:
+            continue  # already so (given at import: compat._flags)
+        if key in IMPORT_TIME_OPTIONS:
+            ignored[name] = (
+                "PyTensor reads it only when it is first imported; give it in THEANO_FLAGS "
+                "before anything imports theano or pytensor (lasagne-bn run does), or in "
+                "PYTENSOR_FLAGS"
+            )
+            continue
         try:
             setattr(pytensor.config, key, value)
-        except Exception as exc:  # PyTensor refuses some changes after import
+        except Exception as exc:
             ignored[name] = f"PyTensor did not accept it ({exc})"
     if ignored:
         listed = "; ".join(f"{name}: {why}" for name, why in ignored.items())

@@ -316,3 +316,46 @@ def test_refusing_os_system_never_suggests_allowing_it(tmp_path):
     message = str(info.value)
     assert "posix.system" in message and "do not allow it" in message
     assert "classes=" not in message and "--allow-class" not in message
+
+
+def test_run_applies_import_time_flags_and_says_it_compiles(tmp_path):
+    """optimizer=None and base_compiledir reach PyTensor (set before it is imported)."""
+    compiledir = tmp_path / "cache"
+    script = tmp_path / "s.py"
+    script.write_text(
+        "import theano, theano.tensor as T\n"
+        "x = T.dvector('x')\n"
+        "f = theano.function([x], x + 1)\n"
+        "g = theano.function([x], x + 2)\n"
+        "print(theano.config.optimizer, theano.config.base_compiledir, f([1.0])[0])\n"
+    )
+    flags = f"optimizer=None,base_compiledir={compiledir},floatX=float64"
+    proc = run_cli(["run", "--theano-flags", flags, script], tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["None", str(compiledir), "2.0"]
+    assert proc.stderr.count("lasagne-bn run: compiling") == 1
+    assert "ignored" not in proc.stderr
+
+
+def test_second_install_applies_its_flags(legacy_flags_restored):
+    import pytensor
+
+    compat.install()
+    compat.install(theano_flags="floatX=float32")
+    assert pytensor.config.floatX == "float32"
+    compat.install(theano_flags="floatX=float64")
+    assert pytensor.config.floatX == "float64"
+    with pytest.warns(UserWarning, match="optimizer: PyTensor reads it only when it is first"):
+        compat.install(
+            theano_flags=f"optimizer={'o1' if pytensor.config.optimizer != 'o1' else 'o2'}"
+        )
+
+
+@pytest.fixture
+def legacy_flags_restored():
+    import pytensor
+
+    floatx = pytensor.config.floatX
+    yield
+    pytensor.config.floatX = floatx
+    compat.uninstall()
