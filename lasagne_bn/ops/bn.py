@@ -79,7 +79,7 @@ def as_scalar(value, name: str, low: float, high: float, low_open: bool) -> Vari
         if bad:
             lo = "(" if low_open else "["
             raise ValueError(
-                f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]"
+                f"{name}={v!r} is out of range: expected a value in {lo}{low}, {high}]"
             )
     return pt.cast(var, "float64")
 

@@ -286,3 +286,15 @@ def test_op_rejects_wrong_number_of_running_inputs():
     x = pt.matrix()
     with pytest.raises(TypeError, match="either no running statistics or all"):
         BatchNormTrain((0,))(x, pt.matrix(), pt.matrix(), 1e-4, 0.1)
+
+
+def test_out_of_range_constant_is_shown_as_its_value():
+    """A symbolic constant is reported as the number it holds, not as TensorConstant{...}."""
+    g = pt.vector()
+    factor = pt.constant(5.0)
+    with pytest.raises(ValueError) as info:
+        batch_normalization_train(
+            pt.matrix(), g, g, running_average_factor=factor, running_mean=g, running_var=g
+        )
+    assert "running_average_factor=5.0 is out of range" in str(info.value)
+    assert "TensorConstant" not in str(info.value)
