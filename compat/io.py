@@ -37,8 +37,8 @@ readable by Lasagne itself.  See :mod:`lasagne_bn.layers.bn_storage`.
 
 from __future__ import annotations
 
-import gzip
 import io
+import math
 import os
 import pickle
 import re
@@ -63,6 +63,7 @@ from lasagne_bn._files import atomic_write, resolve_target
 
 __all__ = [
     "FORMATS",
+    "MAX_BYTES",
     "WRITE_FORMATS",
     "ArrayInfo",
     "Checkpoint",
@@ -86,8 +87,45 @@ WRITE_FORMATS = ("npz", "pickle", "model-zoo")
 VALUE_KEYS = ("param values", "param_values", "params", "values")
 
 
+#: The most bytes a checkpoint may decompress to (gzip, or the arrays of an
+#: .npz), and the largest array a header may declare: a file claiming more is
+#: refused before anything that large is allocated.  The largest models of
+#: the Lasagne model zoo hold about 0.6 GB; pass ``max_bytes=`` for more.
+MAX_BYTES = 2 * 1024**3
+
+
 class LegacyFormatError(ValueError):
     """A file that is not (or no longer) a complete checkpoint in a supported format."""
+
+
+def _too_large(where: str, what: str, max_bytes: int) -> LegacyFormatError:
+    return LegacyFormatError(
+        f"{where}: {what}, more than the limit of {max_bytes:,} bytes; refused before "
+        "reading it (pass max_bytes= to raise the limit for a file you trust)"
+    )
+
+
+def _inflate(data: bytes, where: str, max_bytes: int) -> bytes:
+    """gunzip ``data`` in chunks, refusing output beyond ``max_bytes`` (gzip bombs)."""
+    import zlib
+
+    inflater = zlib.decompressobj(wbits=31)  # gzip header and trailer
+    out = bytearray()
+    view, step = memoryview(data), 1 << 20
+    try:
+        for start in range(0, len(data), step):
+            out += inflater.decompress(view[start : start + step], max_bytes + 1 - len(out))
+            while inflater.unconsumed_tail and len(out) <= max_bytes:
+                out += inflater.decompress(inflater.unconsumed_tail, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:
+                raise _too_large(where, "it decompresses to", max_bytes)
+            if inflater.eof:
+                break
+        if not inflater.eof:
+            raise LegacyFormatError(f"{where} is a truncated gzip file")
+    except zlib.error as exc:
+        raise LegacyFormatError(f"{where} is a corrupt gzip file ({exc})") from None
+    return bytes(out)
 
 
 @dataclass
@@ -142,19 +180,26 @@ def _check_classes(classes) -> None:
         )
 
 
-def _read_source(source) -> tuple[bytes, str]:
+def _read_source(source, max_bytes: int = MAX_BYTES) -> tuple[bytes, str]:
     if isinstance(source, str | os.PathLike):
         path = os.fspath(source)
         try:
             with open(path, "rb") as f:
-                return f.read(), path
+                data = f.read(max_bytes + 1)
         except IsADirectoryError:
             raise LegacyFormatError(f"{path!r} is a directory, not a checkpoint file") from None
-    if hasattr(source, "read"):
-        data = source.read()
+        where = path
+    elif hasattr(source, "read"):
+        data = source.read(max_bytes + 1)
         if not isinstance(data, bytes):
             raise TypeError("source must be opened in binary mode ('rb')")
-        return data, getattr(source, "name", "<file object>")
+        where = getattr(source, "name", "<file object>")
+    else:
+        data = None
+    if data is not None:
+        if len(data) > max_bytes:
+            raise _too_large(where, "the file is larger", max_bytes)
+        return data, where
     raise TypeError(
         f"source={source!r} ({type(source).__name__}) must be a path or a binary file object"
     )
@@ -207,13 +252,15 @@ def _read_npy(data: bytes, where: str, classes) -> np.ndarray:
         if not isinstance(array, np.ndarray):
             raise LegacyFormatError(f"{where} holds a {type(array).__name__}, not an array")
         return array
-    count = int(np.prod(shape, dtype=np.int64))
-    raw = data[fp.tell() : fp.tell() + count * dtype.itemsize]
-    if len(raw) != count * dtype.itemsize:
+    # Python ints: a crafted (2**32, 2**32) header must not wrap around in int64
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if nbytes > len(data) - fp.tell():
         raise LegacyFormatError(
-            f"{where} is truncated: {len(raw)} of {count * dtype.itemsize} bytes of a "
-            f"{dtype} array of shape {shape}"
+            f"{where} is truncated: its header declares a {dtype} array of shape {shape} "
+            f"({nbytes:,} bytes) but {len(data) - fp.tell():,} bytes follow"
         )
+    raw = data[fp.tell() : fp.tell() + nbytes]
     array = np.frombuffer(raw, dtype=dtype).copy()
     return array.reshape(shape, order="F" if fortran else "C")
 
@@ -221,13 +268,28 @@ def _read_npy(data: bytes, where: str, classes) -> np.ndarray:
 _ARR = re.compile(r"arr_(\d+)\Z")
 
 
-def _read_npz(data: bytes, where: str, classes) -> tuple[list, list]:
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, budget: int):
+    """One archive member, never more than ``budget`` bytes (declared sizes can lie)."""
+    with archive.open(info) as f:
+        data = f.read(budget + 1)
+    if len(data) > budget:
+        raise _too_large(where, "its arrays decompress to", budget)
+    return data
+
+
+def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, list]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-        members = [m for m in archive.namelist() if m.endswith(".npy")]
-        arrays = {
-            m[:-4]: _read_npy(archive.read(m), f"{where}[{m[:-4]}]", classes) for m in members
-        }
+        members = [i for i in archive.infolist() if i.filename.endswith(".npy")]
+        declared = sum(i.file_size for i in members)
+        if declared > max_bytes:
+            raise _too_large(where, f"its arrays declare {declared:,} bytes", max_bytes)
+        arrays, budget = {}, max_bytes
+        for info in members:
+            raw = _read_member(archive, info, where, budget)
+            budget -= len(raw)
+            name = info.filename[:-4]
+            arrays[name] = _read_npy(raw, f"{where}[{name}]", classes)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
         if isinstance(exc, LegacyFormatError | UnsafePickleError):
             raise
@@ -328,7 +390,9 @@ def _find_layers(obj) -> list:
     return []
 
 
-def read_checkpoint(source, *, classes: Mapping | None = None) -> Checkpoint:
+def read_checkpoint(
+    source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES
+) -> Checkpoint:
     """Read a legacy checkpoint file (any of :data:`FORMATS`, gzipped or not).
 
     Parameters
@@ -337,6 +401,9 @@ def read_checkpoint(source, *, classes: Mapping | None = None) -> Checkpoint:
     classes : mapping, optional
         ``'module.Name' -> class`` entries to trust when unpickling: your
         own layer classes in pickled networks (rebuilt like Lasagne's).
+    max_bytes : int
+        The most bytes the file may decompress to, and the largest array
+        it may declare (default :data:`MAX_BYTES`, 2 GiB).
 
     Raises
     ------
@@ -347,20 +414,17 @@ def read_checkpoint(source, *, classes: Mapping | None = None) -> Checkpoint:
         If a pickle names a global off the allow-list (nothing was run).
     """
     _check_classes(classes)
-    data, where = _read_source(source)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes={max_bytes!r} must be a positive int")
+    data, where = _read_source(source, max_bytes)
     kind = _sniff(data)
     if kind == "gzip":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise LegacyFormatError(
-                f"{where} is a truncated or corrupt gzip file ({exc})"
-            ) from None
+        data = _inflate(data, where, max_bytes)
         kind = _sniff(data)
     if not data:
         raise LegacyFormatError(f"{where} is empty")
     if kind == "npz":
-        values, names = _read_npz(data, where, classes)
+        values, names = _read_npz(data, where, classes, max_bytes)
         checkpoint = Checkpoint("npz", values, names)
     elif kind == "npy":
         array = _read_npy(data, where, classes)
@@ -372,7 +436,7 @@ def read_checkpoint(source, *, classes: Mapping | None = None) -> Checkpoint:
     return checkpoint
 
 
-def load_network(source, *, classes: Mapping | None = None):
+def load_network(source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES):
     """Rebuild a pickled Lasagne network as a lasagne_bn network.
 
     Returns what was pickled (usually the output layer; a list or dict of
@@ -391,7 +455,7 @@ def load_network(source, *, classes: Mapping | None = None):
     UnsafePickleError
         If the pickle names a global off the allow-list.
     """
-    checkpoint = read_checkpoint(source, classes=classes)
+    checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
     if checkpoint.format != "network":
         raise LegacyFormatError(
             f"{checkpoint.source} holds parameter values ({checkpoint.format} format), not a "
@@ -447,6 +511,7 @@ def load_params(
     epsilon: float | None = None,
     allow_downcast: bool = False,
     classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
     **tags,
 ) -> Checkpoint:
     """Load a checkpoint's parameter values into ``network``, all or nothing.
@@ -474,7 +539,7 @@ def load_params(
         Epsilon for the conversion instead of each layer's own.
     allow_downcast : bool
         Allow lossy dtype casts (float64 values into float32 parameters).
-    classes : mapping, optional
+    classes, max_bytes
         See :func:`read_checkpoint`.
     **tags
         Filter the parameters as ``get_all_params`` does (they must be the
@@ -504,7 +569,7 @@ def load_params(
             "or 'var'"
         )
     params = get_all_params(network, **tags)
-    checkpoint = read_checkpoint(source, classes=classes)
+    checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
     values = _match_by_name(params, checkpoint) or list(checkpoint.values)
     if len(values) != len(params):
         names = ", ".join(str(p.name) for p in params)
@@ -703,12 +768,14 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
     return roles
 
 
-def inspect_checkpoint(source, *, classes: Mapping | None = None) -> tuple[Checkpoint, list]:
+def inspect_checkpoint(
+    source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES
+) -> tuple[Checkpoint, list]:
     """Read a checkpoint and describe each array (see :func:`guess_bn_roles`).
 
     Returns ``(checkpoint, [ArrayInfo, ...])``.
     """
-    checkpoint = read_checkpoint(source, classes=classes)
+    checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
     names = checkpoint.names if checkpoint.format == "network" else None
     if (
         names is None
