@@ -245,6 +245,14 @@ def _inspect(args) -> int:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    from compat.io import AMBIGUOUS
+
+    ambiguous = [str(i.index) for i in infos if i.role == AMBIGUOUS]
+    if ambiguous:
+        print(
+            f"arrays {', '.join(ambiguous)}: one shape in a row that shapes cannot split into "
+            "layers (a bias kept before a batch norm?); 'convert' needs --network or --stats"
+        )
     stats = [i for i in infos if i.role and ("inv_std" in i.role or "var" in i.role)]
     if stats:
         print(
@@ -371,7 +379,7 @@ def _output_format(args, checkpoint) -> str:
 
 
 def _stat_indices(args, checkpoint) -> list[int]:
-    from compat.io import guess_bn_roles
+    from compat.io import AMBIGUOUS, guess_bn_roles
 
     n = len(checkpoint.values)
     if args.stats is not None:
@@ -383,11 +391,22 @@ def _stat_indices(args, checkpoint) -> list[int]:
         if bad or not indices:
             raise UserError(f"--stats {args.stats!r}: indices must be in 0..{n - 1}")
         return indices
+    if checkpoint.stat_indices is not None:
+        return list(checkpoint.stat_indices)
+    roles = guess_bn_roles(checkpoint.values)
+    ambiguous = [i for i, role in enumerate(roles) if role == AMBIGUOUS]
     guessed = [
         i
-        for i, role in enumerate(guess_bn_roles(checkpoint.values))
-        if role and ("inv_std" in role or "var" in role)
+        for i, role in enumerate(roles)
+        if role and role != AMBIGUOUS and ("inv_std" in role or "var" in role)
     ]
+    if args.guess and ambiguous:
+        raise UserError(
+            f"{args.input}: arrays {', '.join(map(str, ambiguous))} have one shape in a row "
+            "that cannot be split into batch-norm layers by shape (a layer that kept its bias "
+            "before a batch norm?); --guess would be a guess: pass --network FILE.py:FUNCTION "
+            "or --stats I,J,..."
+        )
     if args.guess:
         if not guessed:
             raise UserError(
@@ -395,7 +414,11 @@ def _stat_indices(args, checkpoint) -> list[int]:
                 "--network"
             )
         return guessed
-    hint = f"--guess (would convert arrays {', '.join(map(str, guessed))}), " if guessed else ""
+    hint = (
+        f"--guess (would convert arrays {', '.join(map(str, guessed))}), "
+        if guessed and not ambiguous
+        else ""
+    )
     raise UserError(
         f"{args.input} does not say which arrays are batch-norm statistics: pass "
         f"{hint}--stats I,J,... or --network FILE.py:FUNCTION"
@@ -416,8 +439,19 @@ def _convert(args) -> int:
     out_format = _output_format(args, checkpoint)
     values = list(checkpoint.values)
     done = ""
+    recorded = checkpoint.stat_storage
+    if recorded is not None and args.to == recorded:
+        raise UserError(
+            f"{args.input} records that its batch-norm statistics are already {recorded}: "
+            "converting them again would break them"
+        )
+    if recorded is not None and args.from_ not in (None, recorded):
+        raise UserError(
+            f"--from {args.from_}: {args.input} records that its statistics are {recorded}"
+        )
+    var_indices = checkpoint.stat_indices if recorded == "var" else None
     if args.to is not None:
-        src = args.from_ or ("var" if args.to == "inv_std" else "inv_std")
+        src = args.from_ or recorded or ("var" if args.to == "inv_std" else "inv_std")
         if src == args.to:
             raise UserError(f"--from {src} --to {args.to} converts nothing")
         network = checkpoint.network
@@ -449,11 +483,12 @@ def _convert(args) -> int:
         except (ValueError, TypeError) as exc:
             raise UserError(f"{args.input}: {exc}") from None
         done = f"; arrays {', '.join(map(str, indices))} converted {src} -> {args.to} ({eps})"
+        var_indices = indices if args.to == "var" else None
     extras = checkpoint.extras if out_format == "model-zoo" else None
     if checkpoint.extras and out_format != "model-zoo":
         print(f"note: {', '.join(map(repr, checkpoint.extras))} not written ({out_format})")
     try:
-        write_values(args.output, values, out_format, extras=extras)
+        write_values(args.output, values, out_format, extras=extras, var_indices=var_indices)
     except (OSError, TypeError, ValueError) as exc:
         raise UserError(f"cannot write {args.output!r}: {exc}") from None
     print(f"wrote {args.output} ({out_format}, {len(values)} arrays){done}")

@@ -38,6 +38,7 @@ readable by Lasagne itself.  See :mod:`lasagne_bn.layers.bn_storage`.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import pickle
@@ -98,6 +99,30 @@ class LegacyFormatError(ValueError):
     """A file that is not (or no longer) a complete checkpoint in a supported format."""
 
 
+#: Where a file lasagne_bn writes says which statistics it holds: an .npz
+#: member (a 0-d string array, no pickle) or a key of the pickled dict.  Only
+#: files holding ``var`` carry it: ``inv_std`` files stay exactly Lasagne's.
+STAT_RECORD = "__lasagne_bn_statistics__"
+
+
+def _record_json(stat_storage: str, indices: Sequence[int]) -> str:
+    return json.dumps({"stat_storage": stat_storage, "stat_indices": [int(i) for i in indices]})
+
+
+def _parse_record(text, where: str, n_values: int) -> tuple[str, list]:
+    try:
+        record = json.loads(str(text))
+        storage, indices = record["stat_storage"], record["stat_indices"]
+        ok = storage in ("var", "inv_std") and all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_values for i in indices
+        )
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise LegacyFormatError(f"{where}: its {STAT_RECORD} record is corrupt ({text!r:.80})")
+    return storage, list(indices)
+
+
 def _too_large(where: str, what: str, max_bytes: int) -> LegacyFormatError:
     return LegacyFormatError(
         f"{where}: {what}, more than the limit of {max_bytes:,} bytes; refused before "
@@ -148,6 +173,12 @@ class Checkpoint:
         structure of layers was pickled).
     source : str
         The path (or ``'<file object>'``).
+    stat_storage : 'var', 'inv_std' or None
+        What the file's batch-norm statistics are, when the file says so
+        (files lasagne_bn writes with ``var`` statistics carry a record;
+        legacy files do not, and hold ``inv_std``).
+    stat_indices : list of int or None
+        Where those statistics sit in ``values``, with ``stat_storage``.
     """
 
     format: str
@@ -156,6 +187,8 @@ class Checkpoint:
     extras: dict = field(default_factory=dict)
     network: object = None
     source: str = ""
+    stat_storage: str | None = None
+    stat_indices: list | None = None
 
 
 # --------------------------------------------------------------------------
@@ -277,7 +310,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, bu
     return data
 
 
-def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, list]:
+def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, list, object]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         members = [i for i in archive.infolist() if i.filename.endswith(".npy")]
@@ -294,6 +327,7 @@ def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, l
         if isinstance(exc, LegacyFormatError | UnsafePickleError):
             raise
         raise LegacyFormatError(f"{where} is truncated or not an .npz file ({exc})") from None
+    record = arrays.pop(STAT_RECORD, None)
     names = list(arrays)
     numbered = [_ARR.match(n) for n in names]
     if names and all(numbered):
@@ -304,7 +338,7 @@ def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, l
                 f"{where} holds arr_0 .. arr_{order[-1]} with arr_{missing[0]} missing"
             )
         names = [f"arr_{i}" for i in order]
-    return [arrays[n] for n in names], names
+    return [arrays[n] for n in names], names, record
 
 
 def _as_values(obj, where: str) -> list | None:
@@ -424,8 +458,10 @@ def read_checkpoint(
     if not data:
         raise LegacyFormatError(f"{where} is empty")
     if kind == "npz":
-        values, names = _read_npz(data, where, classes, max_bytes)
+        values, names, record = _read_npz(data, where, classes, max_bytes)
         checkpoint = Checkpoint("npz", values, names)
+        if record is not None:
+            checkpoint.extras[STAT_RECORD] = np.asarray(record)[()]
     elif kind == "npy":
         array = _read_npy(data, where, classes)
         values = _as_values(array, where) if array.dtype.hasobject else [array]
@@ -433,6 +469,13 @@ def read_checkpoint(
     else:
         checkpoint = _interpret(_unpickle(data, where, classes), where, classes)
     checkpoint.source = where
+    record = checkpoint.extras.pop(STAT_RECORD, None)
+    if record is not None:
+        checkpoint.stat_storage, checkpoint.stat_indices = _parse_record(
+            record, where, len(checkpoint.values)
+        )
+        if checkpoint.format == "model-zoo" and not checkpoint.extras:
+            checkpoint.format = "pickle"  # a pickled list that carries a record
     return checkpoint
 
 
@@ -507,7 +550,7 @@ def load_params(
     network,
     source,
     *,
-    stat_storage: str = "inv_std",
+    stat_storage: str | None = None,
     epsilon: float | None = None,
     allow_downcast: bool = False,
     classes: Mapping | None = None,
@@ -532,9 +575,12 @@ def load_params(
     source : path or binary file
         Any format :func:`read_checkpoint` reads (a pickled network
         contributes its parameter values).
-    stat_storage : 'inv_std' or 'var'
+    stat_storage : 'inv_std', 'var' or None
         What the file's batch-norm statistics are: ``'inv_std'`` for every
         Lasagne file; ``'var'`` for files saved with ``stat_storage='var'``.
+        None (default): what the file records (lasagne_bn's ``var`` files
+        say so), else ``'inv_std'``.  A value that contradicts the file's
+        record is refused.
     epsilon : float, optional
         Epsilon for the conversion instead of each layer's own.
     allow_downcast : bool
@@ -560,16 +606,31 @@ def load_params(
         A value whose dtype the parameter cannot hold.
     """
     from lasagne_bn.layers import get_all_params, set_all_param_values
-    from lasagne_bn.layers.bn_storage import convert_param_values
+    from lasagne_bn.layers.bn_storage import bn_stat_indices, convert_param_values
 
     _check_network(network)
-    if stat_storage not in ("inv_std", "var"):
+    if stat_storage not in ("inv_std", "var", None):
         raise ValueError(
-            f"stat_storage={stat_storage!r} is not known: expected 'inv_std' (Lasagne files) "
-            "or 'var'"
+            f"stat_storage={stat_storage!r} is not known: expected 'inv_std' (Lasagne files), "
+            "'var', or None (what the file records)"
         )
     params = get_all_params(network, **tags)
     checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
+    if checkpoint.stat_storage is not None:
+        if stat_storage not in (None, checkpoint.stat_storage):
+            raise ValueError(
+                f"{checkpoint.source} records that its batch-norm statistics are "
+                f"{checkpoint.stat_storage}, but stat_storage={stat_storage!r} was given; no "
+                "parameter was changed"
+            )
+        ours = [i for i, _ in bn_stat_indices(network, **tags)]
+        if checkpoint.stat_indices != ours:
+            raise ValueError(
+                f"{checkpoint.source} holds batch-norm statistics at arrays "
+                f"{checkpoint.stat_indices}, but the network's are parameters {ours}: it was "
+                "saved from another architecture; no parameter was changed"
+            )
+    stat_storage = stat_storage or checkpoint.stat_storage or "inv_std"
     values = _match_by_name(params, checkpoint) or list(checkpoint.values)
     if len(values) != len(params):
         names = ", ".join(str(p.name) for p in params)
@@ -646,7 +707,22 @@ def save_params(
         epsilon=epsilon,
         **tags,
     )
-    write_values(path, values, format, extras=extras)
+    write_values(
+        path,
+        values,
+        format,
+        extras=extras,
+        var_indices=_var_indices(network, stat_storage, **tags),
+    )
+
+
+def _var_indices(network, stat_storage: str | None, **tags) -> list[int] | None:
+    """Where ``network``'s statistics sit when all of them are written as var, else None."""
+    from lasagne_bn.layers.bn_storage import bn_stat_indices
+
+    pairs = bn_stat_indices(network, **tags)
+    storages = {stat_storage or layer.stat_storage for _, layer in pairs}
+    return [i for i, _ in pairs] if storages == {"var"} else None
 
 
 def _check_write_args(path, format: str, extras, caller: str) -> None:
@@ -663,23 +739,44 @@ def _check_write_args(path, format: str, extras, caller: str) -> None:
     resolve_target(path)  # an empty path or a directory: refused before any work
 
 
-def write_values(path, values: Sequence, format: str = "npz", *, extras=None) -> None:
+def write_values(
+    path,
+    values: Sequence,
+    format: str = "npz",
+    *,
+    extras=None,
+    var_indices: Sequence[int] | None = None,
+) -> None:
     """Write a list of arrays in a legacy format (what :func:`save_params` does for a network).
 
     Parameters are as for :func:`save_params`; ``values`` are written as
-    given (no batch-norm conversion).
+    given (no batch-norm conversion).  ``var_indices``: the values that are
+    batch-norm ``var`` statistics; the file then records it (an .npz member,
+    or a key of a pickled dict: a ``'pickle'`` file becomes a dict with
+    ``'param values'``), so that reading it as ``inv_std`` is refused.
     """
     _check_write_args(path, format, extras, "write_values")
     values = [np.asarray(v) for v in values]
+    record = None
+    if var_indices:
+        bad = [i for i in var_indices if not 0 <= int(i) < len(values)]
+        if bad:
+            raise ValueError(f"var_indices={list(var_indices)!r}: {bad} are not value indices")
+        record = _record_json("var", var_indices)
     if format == "npz":
-        atomic_write(path, lambda f: np.savez(f, *values))
+        members = {f"arr_{i}": v for i, v in enumerate(values)}
+        if record is not None:
+            members[STAT_RECORD] = np.array(record)
+        atomic_write(path, lambda f: np.savez(f, **members))
         return
-    if format == "pickle":
+    extras = dict(extras or {})
+    if "param values" in extras or STAT_RECORD in extras:
+        raise ValueError(f"extras must not contain 'param values' or {STAT_RECORD!r}")
+    if record is not None:
+        extras[STAT_RECORD] = record
+    if format == "pickle" and record is None:
         payload = dumps_protocol2(values)
     else:
-        extras = dict(extras or {})
-        if "param values" in extras:
-            raise ValueError("extras must not contain 'param values' (the values go there)")
         payload = dumps_protocol2({"param values": values, **extras})
     atomic_write(path, lambda f: f.write(payload))
 
@@ -710,6 +807,10 @@ _NAMED_ROLES = {
 }
 
 
+#: The role of arrays in a run of one shape that cannot be split into layers.
+AMBIGUOUS = "ambiguous: bias or batch norm?"
+
+
 def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list[str | None]:
     """Which arrays look like a BatchNormLayer's parameters (``'bn beta'`` ... or None).
 
@@ -724,7 +825,9 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
        (weights) have other shapes.  A run of 4 consecutive arrays of one
        shape whose last is all finite and > 0 is taken as ``beta, gamma,
        mean, statistic``; a run of exactly 3 as ``beta or gamma, mean,
-       statistic``.  Longer runs are split into fours from the start.
+       statistic``; a run of 8, 12 ... as twos, threes ... of those fours.
+       Any other run (5 arrays: a bias kept before a batch norm, say) is
+       marked :data:`AMBIGUOUS`: shapes cannot tell which are statistics.
 
     The statistic is called ``inv_std or var``: the values do not tell them
     apart (Lasagne files hold ``inv_std``).
@@ -752,7 +855,13 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
         while j + 1 < n and shapes[j + 1] == shapes[i]:
             j += 1
         run = j - i + 1
-        if shapes[i] != () and run >= 3:
+        if shapes[i] != () and run >= 3 and run % 4 and run != 3:
+            # a run of 5, 6, 7, 9 ...: a layer that kept its bias next to a
+            # batch norm, or a batch norm without beta or gamma: which arrays
+            # are which cannot be told from shapes, and a wrong guess would
+            # silently break the model
+            roles[i : j + 1] = [AMBIGUOUS] * run
+        elif shapes[i] != () and run >= 3:
             chunks = [(s, min(4, j - s + 1)) for s in range(i, j + 1, 4)]
             for start, size in chunks:
                 stat = np.asarray(values[start + size - 1])
@@ -784,6 +893,8 @@ def inspect_checkpoint(
     ):
         names = checkpoint.names
     roles = guess_bn_roles(checkpoint.values, names)
+    for i in checkpoint.stat_indices or ():
+        roles[i] = f"bn {checkpoint.stat_storage} (recorded in the file)"
     infos = []
     for i, (value, name, role) in enumerate(
         zip(checkpoint.values, checkpoint.names, roles, strict=True)

@@ -50,6 +50,7 @@ from lasagne_bn.layers.normalization import STAT_STORAGES, BatchNormLayer
 
 __all__ = [
     "bn_stat_indices",
+    "check_statistic",
     "convert_param_values",
     "convert_stat_storage",
     "inv_std_to_var",
@@ -91,7 +92,7 @@ def inv_std_to_var(inv_std, epsilon: float) -> np.ndarray:
 
     Computed in float64 and returned in the input's dtype.  ``inv_std`` is
     at most ``1 / sqrt(epsilon)`` for any true variance; values just above
-    that (rounding) give variance 0.
+    that (rounding) give variance 0, values clearly above it are refused.
 
     Raises
     ------
@@ -111,8 +112,42 @@ def inv_std_to_var(inv_std, epsilon: float) -> np.ndarray:
             f"inv_std holds {int(bad.sum())} value(s) that are not finite and > 0 (e.g. "
             f"{first!r}); an inverse standard deviation must be positive"
         )
-    var = np.maximum(1.0 / np.square(wide) - epsilon, 0.0)
-    return var.astype(_result_dtype(array))
+    var = 1.0 / np.square(wide) - epsilon
+    # inv_std <= 1/sqrt(epsilon) for every variance; only rounding may overshoot
+    impossible = var < -INV_STD_SLACK * epsilon
+    if impossible.any():
+        first = float(wide[impossible].flat[0])
+        raise ValueError(
+            f"inv_std holds {int(impossible.sum())} value(s) above 1/sqrt(epsilon) = "
+            f"{1 / np.sqrt(epsilon):.6g} (e.g. {first!r}), which no variance gives: the "
+            "statistics were saved with a smaller epsilon, or they are not inv_std"
+        )
+    return np.maximum(var, 0.0).astype(_result_dtype(array))
+
+
+#: How far (relative to epsilon) 1/inv_std**2 - epsilon may fall below 0 by
+#: rounding before an inv_std is called impossible (float32 rounding is ~1e-7).
+INV_STD_SLACK = 1e-3
+
+
+def check_statistic(values, storage: str, name: str = "statistic") -> None:
+    """Refuse values no batch-norm layer could hold as ``storage`` (inv_std > 0, var >= 0).
+
+    Raises
+    ------
+    ValueError
+        If a value is not finite, an ``inv_std`` is not > 0 or a ``var`` is
+        negative; the message names ``name``.
+    """
+    wide = _as_float_array(values, name).astype(np.float64)
+    ok = np.isfinite(wide) & ((wide > 0) if storage == "inv_std" else (wide >= 0))
+    if not ok.all():
+        first = float(wide[~ok].flat[0])
+        rule = "finite and > 0" if storage == "inv_std" else "finite and >= 0"
+        raise ValueError(
+            f"{name}: {storage} holds {int((~ok).sum())} value(s) that are not {rule} (e.g. "
+            f"{first!r})"
+        )
 
 
 def var_to_inv_std(var, epsilon: float) -> np.ndarray:
@@ -319,14 +354,16 @@ def convert_param_values(
     for index, layer in bn_stat_indices(network, **tags):
         src = from_storage or layer.stat_storage
         dst = to_storage or layer.stat_storage
-        if src == dst:
-            continue
         array = np.asarray(values[index])
         if array.shape != layer.param_shape:
             raise ValueError(
                 f"value {index} ({params[index].name}) has shape {array.shape}; expected "
                 f"{layer.param_shape}"
             )
+        # checked on every path, also when nothing is converted
+        check_statistic(array, src, f"value {index} ({params[index].name})")
+        if src == dst:
+            continue
         eps = layer_epsilon(layer, epsilon)
         try:
             if dst == "var":
