@@ -49,7 +49,23 @@ __all__ = [
 ]
 
 
-class UnsafePickleError(ValueError):
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read; its message is always one line.
+
+    Messages quote what was found in the file, which can hold anything:
+    line breaks are shown escaped and long quotes are cut.
+    """
+
+    MAX_CHARS = 600
+
+    def __init__(self, message: object = ""):
+        text = str(message).replace("\r", "\\r").replace("\n", "\\n")
+        if len(text) > self.MAX_CHARS:
+            text = text[: self.MAX_CHARS - 3] + "..."
+        super().__init__(text)
+
+
+class UnsafePickleError(CheckpointError):
     """A pickle names a global that is not on the allow-list; nothing was executed."""
 
 
@@ -484,7 +500,7 @@ def dumps_protocol2(obj) -> bytes:
 # rebuilding lasagne_bn networks from stand-ins
 
 
-class LegacyNetworkError(ValueError):
+class LegacyNetworkError(CheckpointError):
     """A pickled network that cannot be rebuilt on lasagne_bn."""
 
 

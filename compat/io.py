@@ -41,9 +41,7 @@ import io
 import json
 import math
 import os
-import pickle
 import re
-import struct
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compat._pickle import (
+    CheckpointError,
     LegacyNetworkError,
     LegacyObject,
     Rebuilder,
@@ -95,7 +94,7 @@ VALUE_KEYS = ("param values", "param_values", "params", "values")
 MAX_BYTES = 2 * 1024**3
 
 
-class LegacyFormatError(ValueError):
+class LegacyFormatError(CheckpointError):
     """A file that is not (or no longer) a complete checkpoint in a supported format."""
 
 
@@ -251,20 +250,12 @@ def _sniff(data: bytes) -> str:
 def _unpickle(data: bytes, where: str, classes) -> object:
     try:
         return SafeUnpickler(io.BytesIO(data), classes=classes).load()
-    except UnsafePickleError:
+    except CheckpointError:
         raise
-    except (
-        EOFError,
-        pickle.UnpicklingError,
-        struct.error,
-        ValueError,
-        TypeError,
-        IndexError,
-        KeyError,
-        AttributeError,
-        MemoryError,
-        UnicodeDecodeError,
-    ) as exc:
+    except Exception as exc:
+        # Only allow-listed callables run while unpickling; whatever they or
+        # the unpickler make of corrupt bytes (EOFError, OverflowError,
+        # UnicodeDecodeError, MemoryError ...) means the same to the user.
         raise LegacyFormatError(
             f"{where} is truncated or not a pickle ({type(exc).__name__}: {exc})"
         ) from None
@@ -278,8 +269,10 @@ def _read_npy(data: bytes, where: str, classes) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
         else:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
-    except (ValueError, EOFError, SyntaxError) as exc:
+    except Exception as exc:  # numpy parses the header as a Python literal: any error
         raise LegacyFormatError(f"{where} has no valid .npy header ({exc})") from None
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise LegacyFormatError(f"{where} has no valid .npy header (shape {shape!r})")
     if dtype.hasobject:
         array = _unpickle(data[fp.tell() :], where, classes)
         if not isinstance(array, np.ndarray):
@@ -365,7 +358,16 @@ def _interpret(obj, where: str, classes) -> Checkpoint:
     """Recognise what an unpickled object is."""
     if contains_layers(obj):
         rebuilder = Rebuilder(classes)
-        network = rebuilder.convert(obj, "network")
+        try:
+            network = rebuilder.convert(obj, "network")
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            # the pickle's attributes are anything the file says: whatever a
+            # layer constructor makes of them, it is a network we cannot rebuild
+            raise LegacyNetworkError(
+                f"{where}: the pickled network cannot be rebuilt ({type(exc).__name__}: {exc})"
+            ) from None
         warn_notes(rebuilder.notes)
         from lasagne_bn.layers import get_all_params
 
