@@ -64,9 +64,12 @@ from lasagne_bn._files import atomic_write, resolve_target
 __all__ = [
     "FORMATS",
     "MAX_BYTES",
+    "STAT_RECORD",
     "WRITE_FORMATS",
+    "AMBIGUOUS",
     "ArrayInfo",
     "Checkpoint",
+    "CheckpointError",
     "LegacyFormatError",
     "LegacyNetworkError",
     "UnsafePickleError",
