@@ -33,6 +33,9 @@ MODULES = [
     "lasagne_bn.layers.noise",
     "lasagne_bn.layers.normalization",
     "lasagne_bn.layers.bn_storage",
+    "lasagne_bn.jax",
+    "lasagne_bn._files",
+    "lasagne_bn._signals",
 ]
 
 

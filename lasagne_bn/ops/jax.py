@@ -13,8 +13,12 @@ time a graph is compiled in JAX mode.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from pytensor.link.jax.dispatch import jax_funcify
 
 from lasagne_bn.ops.bn import (
@@ -24,6 +28,29 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
 )
 from lasagne_bn.ops.layout import reduced_size, stat_shape
+
+#: The mapped axis (``shard_map`` / ``pmap``) whose shards make up one batch,
+#: read when a graph is lowered (see :func:`mapped_axis`).
+_AXIS_NAME: ContextVar[str | None] = ContextVar("lasagne_bn_bn_axis_name", default=None)
+
+
+@contextmanager
+def mapped_axis(axis_name: str):
+    """Lower the training batch-norm Ops inside the block with statistics over ``axis_name``.
+
+    The kernels then sum over the devices of that mapped axis (``lax.psum``),
+    so every statistic, and every gradient, is the whole batch's, as if one
+    device held it (:func:`lasagne_bn.jax.export` uses this).
+    """
+    token = _AXIS_NAME.set(axis_name)
+    try:
+        yield
+    finally:
+        _AXIS_NAME.reset(token)
+
+
+def _total(value, axis_name):
+    return value if axis_name is None else lax.psum(value, axis_name)
 
 
 def _work_dtype(dtype) -> jnp.dtype:
@@ -35,28 +62,36 @@ def _first_sample(x, axes):
     return x[index]
 
 
-def train_forward(x, gamma, beta, epsilon, axes):
-    """Returns ``(out, mean, invstd, var)``; statistics in the work dtype."""
+def train_forward(x, gamma, beta, epsilon, axes, axis_name=None):
+    """Returns ``(out, mean, invstd, var)``; statistics in the work dtype.
+
+    With ``axis_name``, ``x`` is one shard of a batch mapped over that axis
+    and the statistics are the whole batch's.
+    """
     work = _work_dtype(x.dtype)
     xw = x.astype(work)
     shift = _first_sample(xw, axes)
+    if axis_name is not None:  # one shift for every shard
+        shift = lax.pmean(shift, axis_name)
     d = xw - shift
-    mu = jnp.mean(d, axis=axes, keepdims=True)
-    var = jnp.maximum(jnp.mean(d * d, axis=axes, keepdims=True) - mu * mu, 0)
+    m = _total(reduced_size(x.shape, axes), axis_name)
+    mu = _total(jnp.sum(d, axis=axes, keepdims=True), axis_name) / m
+    sq = _total(jnp.sum(d * d, axis=axes, keepdims=True), axis_name) / m
+    var = jnp.maximum(sq - mu * mu, 0)
     invstd = 1 / jnp.sqrt(var + jnp.asarray(epsilon, work))
     scale = gamma.astype(work) * invstd
     out = (d - mu) * scale + beta.astype(work)
     return out.astype(x.dtype), shift + mu, invstd, var
 
 
-def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None):
+def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None, axis_name=None):
     """Returns ``(dx, dgamma, dbeta)``; see ``BatchNormTrainGrad`` for g_mean/g_var."""
     work = _work_dtype(x.dtype)
-    m = reduced_size(x.shape, axes)
+    m = _total(reduced_size(x.shape, axes), axis_name)
     centred = x.astype(work) - mean.astype(work)
     dyw = dy.astype(work)
-    dbeta = jnp.sum(dyw, axis=axes, keepdims=True)
-    dot = jnp.sum(dyw * centred, axis=axes, keepdims=True)
+    dbeta = _total(jnp.sum(dyw, axis=axes, keepdims=True), axis_name)
+    dot = _total(jnp.sum(dyw * centred, axis=axes, keepdims=True), axis_name)
     inv = invstd.astype(work)
     k_dy = gamma.astype(work) * inv
     k_x = k_dy * inv * inv * dot / m
@@ -92,17 +127,18 @@ def _check_m(op, x):
 def jax_funcify_BatchNormTrain(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
+    axis_name = _AXIS_NAME.get()
 
     def batch_norm_train(x, gamma, beta, epsilon, *running):
         _check_m(op, x)
         params = (gamma, beta, *running[1:])
         names = ("gamma", "beta", "running_mean", "running_var")
         _check_shapes(op, x, names[: len(params)], params)
-        out, mean, invstd, var = train_forward(x, gamma, beta, epsilon, axes)
+        out, mean, invstd, var = train_forward(x, gamma, beta, epsilon, axes, axis_name)
         results = (out, mean.astype(st), invstd.astype(st))
         if running:
             factor, rmean, rvar = running
-            m = reduced_size(x.shape, axes)
+            m = _total(reduced_size(x.shape, axes), axis_name)
             new_mean = rmean * (1 - factor) + mean * factor
             new_var = rvar * (1 - factor) + var * (m / (m - 1)) * factor
             results += (new_mean.astype(st), new_var.astype(st))
@@ -115,12 +151,16 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
 def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
+    axis_name = _AXIS_NAME.get()
 
     def batch_norm_train_grad(x, dy, gamma, mean, invstd, *stat_grads):
         _check_m(op, x)
         names = ("gamma", "mean", "invstd", "g_mean", "g_var")
         _check_shapes(op, x, names[: 3 + len(stat_grads)], (gamma, mean, invstd, *stat_grads))
-        dx, dgamma, dbeta = train_backward(x, dy, gamma, mean, invstd, axes, *stat_grads)
+        g_mean, g_var = stat_grads if stat_grads else (None, None)
+        dx, dgamma, dbeta = train_backward(
+            x, dy, gamma, mean, invstd, axes, g_mean, g_var, axis_name=axis_name
+        )
         return dx, dgamma.astype(st), dbeta.astype(st)
 
     return batch_norm_train_grad

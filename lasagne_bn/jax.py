@@ -1,0 +1,307 @@
+"""A network as pure JAX functions: export, data-parallel training, one jitted step.
+
+:func:`export` turns a network (its output layer or layers) into an
+:class:`ExportedModel`: its parameters and state as dicts of arrays, and
+``apply(params, state, *inputs, train=..., rng=...) -> (outputs, new_state)``,
+a pure function that ``jax.jit``, ``jax.grad`` and ``jax.vmap`` transform.
+It is PyTensor's own JAX lowering of the network's graph (the graph that
+``pytensor.function(..., mode="JAX")`` would run), called directly: no
+per-call conversion of inputs, no shared variables, nothing placed on a
+device behind your back.  :meth:`ExportedModel.write_back` puts trained
+values back into the network, so :mod:`compat.io` saves them in the legacy
+formats.
+
+Data parallelism is JAX's: shard the batch over a ``jax.sharding.Mesh`` and
+``jax.jit`` computes every batch-norm statistic over the global batch; under
+``shard_map`` / ``pmap``, ``export(..., axis_name='batch')`` makes the
+statistics (and their gradients) sums over that mapped axis, as Flax's
+``BatchNorm(axis_name=...)`` does.
+
+>>> import numpy as np
+>>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+>>> l_in = InputLayer((None, 4))
+>>> net = batch_norm(DenseLayer(l_in, 3, name="fc"))
+>>> model = export(net)
+>>> sorted(model.params), sorted(model.state)
+(['fc.W', 'fc_bn.beta', 'fc_bn.gamma'], ['fc_bn.inv_std', 'fc_bn.mean'])
+>>> y, new_state = model.apply(model.params, model.state, np.ones((2, 4), "float32"), train=True)
+>>> y.shape
+(2, 3)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.replace import clone_replace
+from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.random.type import RandomType
+
+__all__ = ["ExportedModel", "export", "train_step"]
+
+
+def _unique_names(variables: Sequence, what: str) -> list[str]:
+    """Each variable's name, made unique by a ``#k`` suffix where names repeat."""
+    names = [v.name or what for v in variables]
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        if names.count(name) > 1:
+            seen[name] = seen.get(name, 0) + 1
+            name = f"{name}#{seen[name]}"
+        unique.append(name)
+    return unique
+
+
+@dataclass
+class _Compiled:
+    fn: Callable  # the jitted JAX function of (inputs..., graph state...)
+    order: list  # ('param' | 'state' | 'rng', name) for each graph state input
+    n_outputs: int
+    updated: list  # state names whose new value follows the outputs, in order
+
+
+class ExportedModel:
+    """A network as pure JAX functions over explicit parameter and state dicts.
+
+    Attributes
+    ----------
+    params : dict of str to numpy.ndarray
+        The trainable parameters, by name (``'fc.W'``; repeated names get
+        ``'#2'``, ``'#3'`` ...), as their current values.
+    state : dict of str to array
+        Everything else the network keeps: batch-norm running averages, and
+        ``'rng'`` (a JAX PRNG key) when the network draws random numbers
+        (dropout, noise) in training.
+    input_layers, output_layers : list of Layer
+    """
+
+    def __init__(self, output_layers, axis_name: str | None = None, seed: int = 0):
+        from lasagne_bn.layers import InputLayer, get_all_layers, get_all_params
+
+        self.single_output = not isinstance(output_layers, list | tuple)
+        self.output_layers = [output_layers] if self.single_output else list(output_layers)
+        layers = get_all_layers(self.output_layers)
+        self.input_layers = [layer for layer in layers if isinstance(layer, InputLayer)]
+        self.axis_name = axis_name
+        all_params = get_all_params(self.output_layers)
+        trainable = {id(p) for p in get_all_params(self.output_layers, trainable=True)}
+        names = _unique_names(all_params, "param")
+        self._shared = dict(zip(names, all_params, strict=True))
+        self._kind = {
+            n: ("param" if id(p) in trainable else "state") for n, p in self._shared.items()
+        }
+        self._compiled: dict[bool, _Compiled] = {}
+        self._seed = seed
+
+    # -- values --------------------------------------------------------------
+
+    @property
+    def params(self) -> dict:
+        return {n: p.get_value() for n, p in self._shared.items() if self._kind[n] == "param"}
+
+    @property
+    def state(self) -> dict:
+        state = {n: p.get_value() for n, p in self._shared.items() if self._kind[n] == "state"}
+        if self._uses_rng():
+            state["rng"] = jax.random.PRNGKey(self._seed)
+        return state
+
+    def write_back(self, params: dict | None = None, state: dict | None = None) -> None:
+        """Put values into the network's shared variables (all checked before any is set).
+
+        Raises
+        ------
+        KeyError
+            For a name the network has no parameter of.
+        ValueError
+            For a value of another shape than the parameter's.
+        """
+        values = {**(params or {}), **{k: v for k, v in (state or {}).items() if k != "rng"}}
+        checked = {}
+        for name, value in values.items():
+            if name not in self._shared:
+                raise KeyError(f"write_back: the network has no parameter {name!r}")
+            shared = self._shared[name]
+            array = np.array(value, dtype=shared.dtype)  # a writable host copy
+            if array.shape != shared.get_value(borrow=True).shape:
+                raise ValueError(
+                    f"write_back: {name!r} has shape {array.shape}; the parameter has "
+                    f"{shared.get_value(borrow=True).shape}"
+                )
+            checked[name] = array
+        for name, array in checked.items():
+            self._shared[name].set_value(array)
+
+    # -- the functions ---------------------------------------------------------
+
+    def _uses_rng(self) -> bool:
+        return any(kind == "rng" for kind, _ in self._compile(True).order)
+
+    def _compile(self, train: bool) -> _Compiled:
+        if train in self._compiled:
+            return self._compiled[train]
+        import pytensor
+
+        import lasagne_bn.ops.jax as bn_jax
+        from lasagne_bn.layers import get_output
+
+        outputs, updates = get_output(
+            self.output_layers, deterministic=not train, return_updates=True
+        )
+        if not train:
+            updates = {}
+        by_var = {id(p): n for n, p in self._shared.items()}
+        targets = list(updates)
+        roots = [
+            v for v in graph_inputs([*outputs, *updates.values()]) if isinstance(v, SharedVariable)
+        ]
+        order, placeholders = [], {}
+        for i, var in enumerate(roots):
+            if isinstance(var.type, RandomType):
+                order.append(("rng", f"rng{i}"))
+            elif id(var) in by_var:
+                name = by_var[id(var)]
+                order.append((self._kind[name], name))
+            else:
+                raise ValueError(
+                    f"the network's graph reads the shared variable {var} that is not one of "
+                    "its parameters; export cannot make it an input"
+                )
+            placeholders[var] = var.type()
+        new_values = [updates[t] for t in targets if not isinstance(t.type, RandomType)]
+        updated = [by_var[id(t)] for t in targets if not isinstance(t.type, RandomType)]
+        graph = clone_replace([*outputs, *new_values], replace=placeholders)
+        inputs = [layer.input_var for layer in self.input_layers]
+        context = (
+            bn_jax.mapped_axis(self.axis_name) if self.axis_name else contextlib.nullcontext()
+        )
+        with context:
+            function = pytensor.function(
+                [*inputs, *placeholders.values()], graph, mode="JAX", on_unused_input="ignore"
+            )
+        compiled = _Compiled(function.vm.jit_fn, order, len(outputs), updated)
+        self._compiled[train] = compiled
+        return compiled
+
+    def apply(self, params: dict, state: dict, *inputs, train: bool = False, rng=None):
+        """The network's output(s) and its new state; pure, so JAX can transform it.
+
+        Parameters
+        ----------
+        params, state : dict
+            As :attr:`params` and :attr:`state` (any pytree leaves JAX
+            accepts: NumPy or JAX arrays, tracers).
+        *inputs : array
+            One per input layer, in :attr:`input_layers` order.
+        train : bool
+            False: ``deterministic=True`` (batch norm uses the running
+            averages, no dropout), state returned unchanged.  True: batch
+            statistics, updated running averages, dropout.
+        rng : JAX PRNG key, optional
+            The key for dropout and noise in training; by default
+            ``state['rng']``, which the new state then advances.
+
+        Returns
+        -------
+        (outputs, new_state)
+            ``outputs`` a single array for a single output layer, else a list.
+        """
+        if len(inputs) != len(self.input_layers):
+            raise TypeError(
+                f"apply takes {len(self.input_layers)} input(s) (one per input layer), "
+                f"got {len(inputs)}"
+            )
+        compiled = self._compile(bool(train))
+        new_state = dict(state)
+        key = rng
+        if key is None and any(kind == "rng" for kind, _ in compiled.order):
+            if "rng" not in state:
+                raise ValueError("apply(train=True) needs rng= or state['rng'] for dropout")
+            key, new_state["rng"] = jax.random.split(state["rng"])
+        args = list(inputs)
+        for i, (kind, name) in enumerate(compiled.order):
+            if kind == "rng":
+                args.append({"jax_state": jax.random.fold_in(key, i)})
+            else:
+                args.append((params if kind == "param" else state)[name])
+        results = compiled.fn(*args)
+        outputs = list(results[: compiled.n_outputs])
+        for name, value in zip(compiled.updated, results[compiled.n_outputs :], strict=True):
+            new_state[name] = value
+        return (outputs[0] if self.single_output else outputs), new_state
+
+
+def export(layer_or_layers, *, axis_name: str | None = None, seed: int = 0) -> ExportedModel:
+    """Export a network to pure JAX functions (see :class:`ExportedModel`).
+
+    Parameters
+    ----------
+    layer_or_layers : Layer or list of Layer
+        The output layer(s); the network's input layers become ``apply``'s
+        positional inputs.
+    axis_name : str, optional
+        Under ``shard_map`` / ``pmap`` over this axis name, batch-norm
+        statistics in training are those of the whole mapped batch.
+    seed : int
+        Seed of ``state['rng']``, for networks that draw random numbers.
+
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> model = export(DenseLayer(InputLayer((None, 2)), 1))
+    >>> sorted(model.params)
+    ['W', 'b']
+    """
+    return ExportedModel(layer_or_layers, axis_name=axis_name, seed=seed)
+
+
+def train_step(model: ExportedModel, loss_fn: Callable, optimizer, *, jit: bool = True):
+    """One whole training step as one (jitted) function: forward, gradients, optimizer.
+
+    Parameters
+    ----------
+    model : ExportedModel
+    loss_fn : callable
+        ``loss_fn(outputs, *targets) -> scalar``.
+    optimizer : optax.GradientTransformation
+        E.g. ``optax.adam(1e-3)``; its state comes from ``optimizer.init``.
+
+    Returns
+    -------
+    step : callable
+        ``step(params, state, opt_state, *inputs_and_targets, rng=None) ->
+        (params, state, opt_state, loss)``: the inputs (one per input
+        layer) come first, then the targets.
+
+    Examples
+    --------
+    >>> import optax, numpy as np
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> model = export(batch_norm(DenseLayer(InputLayer((None, 4)), 2)))
+    >>> opt = optax.sgd(0.1)
+    >>> step = train_step(model, lambda y, t: ((y - t) ** 2).mean(), opt)
+    >>> params, state = model.params, model.state
+    >>> opt_state = opt.init(params)
+    >>> x, t = np.ones((8, 4), "float32"), np.zeros((8, 2), "float32")
+    >>> params, state, opt_state, loss = step(params, state, opt_state, x, t)
+    """
+    import optax
+
+    n_inputs = len(model.input_layers)
+
+    def step(params, state, opt_state, *batch, rng=None):
+        inputs, targets = batch[:n_inputs], batch[n_inputs:]
+
+        def loss_of(p):
+            outputs, new_state = model.apply(p, state, *inputs, train=True, rng=rng)
+            return loss_fn(outputs, *targets), new_state
+
+        (loss, new_state), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_state, opt_state, loss
+
+    return jax.jit(step) if jit else step
