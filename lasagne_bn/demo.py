@@ -55,6 +55,7 @@ N_CLASSES = 10
 # Every file a run writes into --out; a finished run replaces all of them at once.
 RUN_FILES = ["weights_inv_std.npz", "weights_var.npz", "training_curves.png", "metrics.json"]
 
+JAX_EXPORT = "jax-export"
 # --mode value -> (pytensor mode argument, label)
 TRAINING_MODES = {
     "default": (None, "default (Numba)"),
@@ -62,6 +63,8 @@ TRAINING_MODES = {
     "cvm": ("CVM", "C (CVM)"),
     "jax": ("JAX", "JAX"),
     "fast_compile": ("FAST_COMPILE", "FAST_COMPILE"),
+    # the network exported to pure JAX (lasagne_bn.jax): one jitted optax step
+    "jax-export": (JAX_EXPORT, "exported JAX (lasagne_bn.jax)"),
 }
 # the rows of the mode table: (key, pytensor mode argument, label)
 TABLE_MODES = [
@@ -76,6 +79,7 @@ EPILOG = """\
 examples:
   lasagne-bn demo                          # about 12 epochs, >= 95% test accuracy
   lasagne-bn demo --epochs 3 --out /tmp/bn-demo --mode jax
+  lasagne-bn demo --mode jax-export        # the network exported to pure JAX
   python -m lasagne_bn demo --quiet
 
 Writes to --out: weights_inv_std.npz (legacy Lasagne format), weights_var.npz,
@@ -327,6 +331,48 @@ def compile_train(network, mode):
     )
 
 
+class ExportedTraining:
+    """Training through :func:`lasagne_bn.jax.export`: the same network, Adam and loss.
+
+    ``train(images, labels) -> (loss, accuracy)`` is one jitted JAX step on
+    parameter and state dicts; :meth:`write_back` puts the trained values
+    into the network for everything that follows (saving, other modes).
+    """
+
+    def __init__(self, network):
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        from lasagne_bn.jax import export, train_step
+
+        def loss_fn(probs, targets):
+            picked = jnp.take_along_axis(probs, targets[:, None], axis=1)[:, 0]
+            accuracy = jnp.mean(jnp.argmax(probs, axis=1) == targets)
+            return -jnp.mean(jnp.log(picked)), accuracy
+
+        self.model = export(network)
+        optimizer = optax.adam(LEARNING_RATE)  # Lasagne's adam defaults are optax's
+        self.step = train_step(self.model, loss_fn, optimizer, has_aux=True)
+        self.params, self.state = self.model.params, self.model.state
+        self.opt_state = optimizer.init(self.params)
+        self._predict = jax.jit(lambda p, s, x: self.model.apply(p, s, x)[0])
+
+    def train(self, images, labels):
+        self.params, self.state, self.opt_state, loss, accuracy = self.step(
+            self.params, self.state, self.opt_state, images, labels
+        )
+        return loss, accuracy
+
+    def predict(self, images):
+        import numpy as np
+
+        return np.asarray(self._predict(self.params, self.state, images))
+
+    def write_back(self) -> None:
+        self.model.write_back(self.params, self.state)
+
+
 def loss_and_accuracy(probs, targets) -> tuple[float, float]:
     """Mean categorical cross-entropy and accuracy of predicted probabilities."""
     import numpy as np
@@ -371,8 +417,15 @@ def _check_dependencies(training_mode: str) -> None:
             missing.append(package)
     if missing:
         raise UserError(f"the demo needs {' and '.join(missing)}: pip install 'lasagne-bn[demo]'")
-    if training_mode == "jax" and not _have_jax():
-        raise UserError("--mode jax needs jax: pip install 'lasagne-bn[jax]'")
+    if training_mode in ("jax", JAX_EXPORT) and not _have_jax():
+        raise UserError(f"--mode {training_mode} needs jax: pip install 'lasagne-bn[jax]'")
+    if training_mode == JAX_EXPORT:
+        try:
+            __import__("optax")
+        except ImportError:
+            raise UserError(
+                "--mode jax-export needs optax: pip install 'lasagne-bn[jax]'"
+            ) from None
 
 
 def _have_jax() -> bool:
@@ -498,8 +551,13 @@ def demo(
     with console.task(
         f"compiling the training and inference functions ({mode_label})"
     ) as compiled:
-        train = compile_train(network, mode)
-        predict = compile_predict(network, mode)
+        if mode == JAX_EXPORT:
+            exported = ExportedTraining(network)
+            train, predict = exported.train, exported.predict
+        else:
+            exported = None
+            train = compile_train(network, mode)
+            predict = compile_predict(network, mode)
         predict(data.x_test)  # Numba and JAX compile on the first call
     batches = len(data.y_train) // args.batch_size
     first_step = (
@@ -558,6 +616,9 @@ def demo(
             f"acc {test_acc:.4f} | {_rate_text(rate)}",
             progress=True,
         )
+
+    if exported is not None:
+        exported.write_back()  # the trained values into the network's parameters
 
     # -- evaluate (deterministic) -----------------------------------------
     reference = compile_predict(network, None)(data.x_test)  # the default mode's answer

@@ -259,23 +259,35 @@ def export(layer_or_layers, *, axis_name: str | None = None, seed: int = 0) -> E
     return ExportedModel(layer_or_layers, axis_name=axis_name, seed=seed)
 
 
-def train_step(model: ExportedModel, loss_fn: Callable, optimizer, *, jit: bool = True):
+def train_step(
+    model: ExportedModel,
+    loss_fn: Callable,
+    optimizer,
+    *,
+    has_aux: bool = False,
+    jit: bool = True,
+):
     """One whole training step as one (jitted) function: forward, gradients, optimizer.
 
     Parameters
     ----------
     model : ExportedModel
     loss_fn : callable
-        ``loss_fn(outputs, *targets) -> scalar``.
+        ``loss_fn(outputs, *targets) -> scalar`` (``-> (scalar, aux)`` with
+        ``has_aux=True``: accuracy, say).
     optimizer : optax.GradientTransformation
         E.g. ``optax.adam(1e-3)``; its state comes from ``optimizer.init``.
+    has_aux : bool
+        Whether ``loss_fn`` also returns auxiliary values.
+    jit : bool
+        Return the step jitted (default) or as a plain function.
 
     Returns
     -------
     step : callable
         ``step(params, state, opt_state, *inputs_and_targets, rng=None) ->
-        (params, state, opt_state, loss)``: the inputs (one per input
-        layer) come first, then the targets.
+        (params, state, opt_state, loss)`` (``aux`` last with ``has_aux``):
+        the inputs (one per input layer) come first, then the targets.
 
     Examples
     --------
@@ -298,10 +310,13 @@ def train_step(model: ExportedModel, loss_fn: Callable, optimizer, *, jit: bool 
 
         def loss_of(p):
             outputs, new_state = model.apply(p, state, *inputs, train=True, rng=rng)
-            return loss_fn(outputs, *targets), new_state
+            value = loss_fn(outputs, *targets)
+            loss, aux = value if has_aux else (value, None)
+            return loss, (new_state, aux)
 
-        (loss, new_state), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
+        (loss, (new_state, aux)), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), new_state, opt_state, loss
+        result = (optax.apply_updates(params, updates), new_state, opt_state, loss)
+        return (*result, aux) if has_aux else result
 
     return jax.jit(step) if jit else step

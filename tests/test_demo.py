@@ -338,3 +338,19 @@ def test_ctrl_c_ends_with_one_line_130_and_leaves_the_last_run(run):
     assert proc.returncode == 130, stderr
     assert stderr == "lasagne-bn demo: interrupted\n"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_training_through_the_exported_jax_model(tmp_path):
+    """--mode jax-export: one jitted optax step; the trained values serve every mode after."""
+    pytest.importorskip("optax")
+    out = tmp_path / "export"
+    proc = run_demo(
+        "--mode", "jax-export", "--epochs", "2", "--limit", "300", "--batch-size", "32",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    metrics = strict_json((out / "metrics.json").read_text())
+    assert metrics["training_mode"] == "exported JAX (lasagne_bn.jax)"
+    assert metrics["epochs"][-1]["train_loss"] < metrics["epochs"][0]["train_loss"]
+    assert metrics["test_accuracy"] > 0.5
+    assert all(row["max_abs_diff"] < demo.MODE_TOLERANCE for row in metrics["modes"])

@@ -270,3 +270,35 @@ def test_data_parallel_on_8_devices_equals_one_device(tmp_path):
     diffs = json.loads(proc.stdout.strip().splitlines()[-1])
     assert diffs["sharded"] < 1e-4, diffs
     assert diffs["mapped"] < 1e-4, diffs
+
+
+def test_no_float64_anywhere_in_the_exported_step(net):
+    """GPU-ready: with jax_enable_x64 off, the jitted training step holds no float64."""
+    _, _, model = net
+    x, t = data()
+
+    def step(p):
+        y, s = model.apply(p, model.state, x, train=True)
+        return _loss(y, t), s
+
+    text = str(jax.make_jaxpr(jax.grad(lambda p: step(p)[0]))(model.params))
+    assert "f64" not in text
+    assert "f32" in text
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_inputs_get_float32_statistics(dtype):
+    import jax.numpy as jnp
+
+    from lasagne_bn.ops.jax import train_forward
+
+    r = np.random.RandomState(0)
+    x64 = r.randn(16, 3, 4, 4) * 2 + 100
+    x = jnp.asarray(x64, dtype=dtype)
+    g, b = jnp.ones((1, 3, 1, 1), dtype), jnp.zeros((1, 3, 1, 1), dtype)
+    out, mean, invstd, var = train_forward(x, g, b, 1e-4, (0, 2, 3))
+    assert out.dtype == jnp.dtype(dtype)
+    assert mean.dtype == invstd.dtype == var.dtype == jnp.float32
+    xr = np.asarray(x, dtype=np.float64)  # the rounded inputs, exactly
+    np.testing.assert_allclose(np.asarray(mean).ravel(), xr.mean(axis=(0, 2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(var).ravel(), xr.var(axis=(0, 2, 3)), rtol=1e-3)
