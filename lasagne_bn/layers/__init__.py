@@ -15,6 +15,12 @@ the same name, so ``from lasagne_bn.layers import *`` reads like Lasagne.
 from lasagne_bn import _aliasing  # noqa: F401  (registers the aliased-input rewrite)
 from lasagne_bn.layers.base import *  # noqa: F403
 from lasagne_bn.layers.base import __all__ as _base_all
+from lasagne_bn.layers.bn_fold import *  # noqa: F403
+from lasagne_bn.layers.bn_fold import __all__ as _bn_fold_all
+from lasagne_bn.layers.bn_freeze import *  # noqa: F403
+from lasagne_bn.layers.bn_freeze import __all__ as _bn_freeze_all
+from lasagne_bn.layers.bn_recompute import *  # noqa: F403
+from lasagne_bn.layers.bn_recompute import __all__ as _bn_recompute_all
 from lasagne_bn.layers.conv import *  # noqa: F403
 from lasagne_bn.layers.conv import __all__ as _conv_all
 from lasagne_bn.layers.dense import *  # noqa: F403
@@ -48,4 +54,7 @@ __all__ = [
     *_special_all,
     *_conv_all,
     *_pool_all,
+    *_bn_recompute_all,
+    *_bn_freeze_all,
+    *_bn_fold_all,
 ]

@@ -326,18 +326,22 @@ class BatchNormLayer(Layer):
             Test time: use the stored averages and do not update them.
         batch_norm_use_averages : bool or None
             Normalize with the stored averages (True) or the batch's
-            statistics (False); None means ``deterministic``.
+            statistics (False); None means ``deterministic``, or True for a
+            frozen layer (:func:`~lasagne_bn.layers.freeze_batch_norm`).
         batch_norm_update_averages : bool or None
             Update the stored averages with this batch's statistics; None
-            means ``not deterministic``.  Inside
+            means ``not deterministic``, or False for a frozen layer.  Inside
             ``get_output(..., return_updates=True)`` the updates are returned,
             otherwise they are default updates of aliased clones.
         """
+        frozen = getattr(self, "frozen", False)  # see lasagne_bn.layers.freeze_batch_norm
         use_averages = (
-            deterministic if batch_norm_use_averages is None else batch_norm_use_averages
+            (deterministic or frozen)
+            if batch_norm_use_averages is None
+            else batch_norm_use_averages
         )
         update_averages = (
-            (not deterministic)
+            (not deterministic and not frozen)
             if batch_norm_update_averages is None
             else batch_norm_update_averages
         )
