@@ -145,10 +145,26 @@ def register_inspect(subparsers) -> None:
             "parameters.  Pickles are read through an allow-list: an unsafe pickle is "
             "refused, nothing in it runs.\n\n" + _HEURISTIC
         ),
-        epilog="Example:\n  lasagne-bn inspect model.npz",
+        epilog=(
+            "Examples:\n  lasagne-bn inspect model.npz\n"
+            "  lasagne-bn inspect --lint build.py:build_network model.npz"
+        ),
         formatter_class=_RAW,
     )
-    parser.add_argument("file", metavar="FILE", help="the checkpoint")
+    parser.add_argument("file", metavar="FILE", nargs="?", help="the checkpoint")
+    parser.add_argument(
+        "--lint",
+        metavar="SPEC",
+        help="check the batch-norm layers of the network FILE.py:FUNCTION or MODULE:FUNCTION "
+        "returns (bias before a batch norm, a nonlinearity before it, statistics never "
+        "trained; with FILE, epsilon against the file's statistics); exit status 1 on findings",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="with --lint: the training batch size (flags one value per statistic)",
+    )
     _add_allow_class(parser)
     parser.set_defaults(handler=_inspect)
 
@@ -218,9 +234,32 @@ def _describe(value) -> str:
     return f"{type(value).__name__} {value!r}"[:60]
 
 
+def _lint(args) -> int:
+    from compat.io import read_checkpoint
+    from lasagne_bn.lint import lint
+
+    network = build_network_from_spec(args.lint)
+    checkpoint = None
+    if args.file is not None:
+        _check_input_file(args.file)
+        try:
+            checkpoint = read_checkpoint(args.file, classes=_allowed_classes(args))
+        except _read_errors() as exc:
+            raise UserError(str(exc)) from None
+    messages = lint(network, batch_size=args.batch_size, checkpoint=checkpoint)
+    for message in messages:
+        print(message)
+    print(f"{len(messages)} finding(s) in {args.lint}")
+    return 1 if messages else 0
+
+
 def _inspect(args) -> int:
     from compat.io import inspect_checkpoint
 
+    if args.lint is not None:
+        return _lint(args)
+    if args.file is None:
+        raise UserError("FILE is required (or --lint SPEC)")
     _check_input_file(args.file)
     try:
         checkpoint, infos = inspect_checkpoint(args.file, classes=_allowed_classes(args))

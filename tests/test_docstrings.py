@@ -34,6 +34,7 @@ MODULES = [
     "lasagne_bn.layers.normalization",
     "lasagne_bn.layers.bn_storage",
     "lasagne_bn.jax",
+    "lasagne_bn.lint",
     "lasagne_bn.layers.bn_recompute",
     "lasagne_bn.layers.bn_freeze",
     "lasagne_bn.layers.bn_fold",

@@ -359,3 +359,18 @@ def legacy_flags_restored():
     yield
     pytensor.config.floatX = floatx
     compat.uninstall()
+
+
+def test_cli_lint(tmp_path):
+    build = tmp_path / "build.py"
+    build.write_text(
+        "import lasagne\n"
+        "def build_network():\n"
+        "    l = lasagne.layers.InputLayer((None, 4))\n"
+        "    l = lasagne.layers.DenseLayer(l, 3, name='fc')\n"
+        "    return lasagne.layers.BatchNormLayer(l, name='bn')\n"
+    )
+    proc = run_cli(["inspect", "--lint", f"{build}:build_network"], tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "bn: bias-before-bn: fc keeps its bias" in proc.stdout
+    assert "3 finding(s)" in proc.stdout
