@@ -48,19 +48,6 @@ GONE = {
     "theano.tensor.nnet.blocksparse": "block-sparse ops are gone",
     "theano.d3viz": "use pytensor.printing.debugprint (theano.printing.debugprint)",
     "theano.sandbox.linalg": "use theano.tensor.nlinalg / slinalg (pytensor.tensor.*)",
-    "lasagne.layers.dnn": (
-        "the cuDNN layers are gone; use Conv2DLayer(..., flip_filters=False) (the DNN "
-        "layers' default; Conv2DLayer flips by default), MaxPool2DLayer / Pool2DLayer and "
-        "batch_norm from lasagne.layers, which take the same parameters and weights; " + _USE_JAX
-    ),
-    "lasagne.layers.cuda_convnet": (
-        "the cuda-convnet layers are gone; use Conv2DLayer(..., flip_filters=False) and "
-        "MaxPool2DLayer from lasagne.layers; " + _USE_JAX
-    ),
-    "lasagne.layers.corrmm": (
-        "the CorrMM layers are gone; use Conv2DLayer(..., flip_filters=False) from "
-        "lasagne.layers (Conv2DMMLayer's default; Conv2DLayer flips by default)"
-    ),
     "lasagne.layers.recurrent": "lasagne_bn has no recurrent layers (LSTM, GRU, ...)",
     "lasagne.layers.embedding": "lasagne_bn has no EmbeddingLayer",
     "lasagne.layers.local": "lasagne_bn has no locally connected layers",
