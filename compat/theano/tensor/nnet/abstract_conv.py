@@ -10,6 +10,7 @@ flipped unless ``filter_flip=False``; ``border_mode`` 'valid', 'full',
 from __future__ import annotations
 
 from compat.theano._conv import conv_ops
+from compat.theano._pickled import inert_op
 
 _conv = conv_ops()
 
@@ -95,3 +96,7 @@ def conv2d_transpose(
         filter_dilation=filter_dilation,
         num_groups=num_groups,
     )
+
+
+#: Theano's convolution Op: only loads from pickled graphs; build with conv2d.
+AbstractConv2d = inert_op("theano.tensor.nnet.abstract_conv.AbstractConv2d", "use conv2d")
