@@ -35,6 +35,7 @@ from pytensor.tensor import dot, get_underlying_scalar_constant_value
 
 from compat._names import lazy_submodules, missing_names
 from compat.theano._config import config
+from compat.theano._pickled import TensorType, Variable  # noqa: F811  (Theano's constructors)
 
 __version__ = "1.0.5+lasagnebn"
 version = __version__
@@ -59,6 +60,7 @@ __all__ = [
     "SharedVariable",
     "SymbolicInput",
     "SymbolicOutput",
+    "TensorType",
     "Type",
     "Variable",
     "as_op",

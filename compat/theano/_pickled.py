@@ -21,6 +21,7 @@ others ``compat.io.load_network`` reads through an allow-list.
 from __future__ import annotations
 
 import numpy as np
+from pytensor.graph.basic import Variable as _PtGraphVariable
 from pytensor.graph.utils import MetaType
 from pytensor.tensor.sharedvar import TensorSharedVariable as _PtShared
 from pytensor.tensor.type import TensorType as _PtTensorType
@@ -29,7 +30,14 @@ from pytensor.tensor.variable import TensorVariable as _PtVariable
 
 from compat._names import no_counterpart
 
-__all__ = ["TensorConstant", "TensorSharedVariable", "TensorType", "TensorVariable", "inert_op"]
+__all__ = [
+    "TensorConstant",
+    "TensorSharedVariable",
+    "TensorType",
+    "TensorVariable",
+    "Variable",
+    "inert_op",
+]
 
 
 class _Legacy(MetaType):
@@ -74,6 +82,23 @@ def _variable_state(obj, state: dict, cls) -> None:
     obj.__class__ = cls
     obj.__dict__.update(state)
     obj.__dict__.pop("_fn_cache", None)
+
+
+class Variable(_PtGraphVariable, metaclass=_Legacy):
+    """Theano's ``Variable(type, owner=None, index=None, name=None)``: PyTensor's ``Variable``.
+
+    PyTensor requires ``owner``; Theano defaulted it to None (a free variable).
+    """
+
+    __portable__ = _PtGraphVariable
+
+    def __new__(cls, type=None, owner=None, index=None, name=None):
+        if type is None and owner is None:
+            return object.__new__(cls)
+        return _PtGraphVariable(type, owner, index, name)
+
+    def __setstate__(self, state):
+        _variable_state(self, state, _PtGraphVariable)
 
 
 class TensorVariable(_PtVariable, metaclass=_Legacy):

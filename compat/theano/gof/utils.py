@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytensor.graph.utils import *  # noqa: F403
 from pytensor.graph.utils import Scratchpad
+from pytensor.utils import hash_from_code  # noqa: F401
 
 from compat._names import delegate
 

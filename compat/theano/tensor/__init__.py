@@ -22,8 +22,23 @@ from __future__ import annotations
 
 import pytensor.gradient as _gradient
 import pytensor.tensor as _pt
+
+# Ops and names Theano kept in theano.tensor(.basic), PyTensor elsewhere
+from pytensor.gradient import Lop, Rop  # noqa: E402, F401
 from pytensor.tensor import *  # noqa: F403
 from pytensor.tensor import extra_ops, nlinalg, slinalg  # noqa: F401
+from pytensor.tensor.basic import (  # noqa: E402, F401
+    Alloc,
+    ARange,
+    Join,
+    MakeVector,
+    ScalarFromTensor,
+    TensorFromScalar,
+)
+from pytensor.tensor.exceptions import NotScalarConstantError  # noqa: E402, F401
+from pytensor.tensor.math import Argmax, Dot, Max  # noqa: E402, F401
+from pytensor.tensor.shape import Reshape  # noqa: E402, F401
+from pytensor.tensor.sharedvar import TensorSharedVariable  # noqa: E402, F401
 
 from compat._names import lazy_submodules, missing_names
 from compat.theano._config import config  # noqa: F401  (``T.config`` existed)

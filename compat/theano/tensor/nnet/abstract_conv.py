@@ -98,5 +98,12 @@ def conv2d_transpose(
     )
 
 
-#: Theano's convolution Op: only loads from pickled graphs; build with conv2d.
+# Theano's convolution Ops: they only load from pickled graphs (the
+# updates of a pickled training graph); build graphs with conv2d and its grads.
 AbstractConv2d = inert_op("theano.tensor.nnet.abstract_conv.AbstractConv2d", "use conv2d")
+AbstractConv2d_gradWeights = inert_op(
+    "theano.tensor.nnet.abstract_conv.AbstractConv2d_gradWeights", "use conv2d_grad_wrt_weights"
+)
+AbstractConv2d_gradInputs = inert_op(
+    "theano.tensor.nnet.abstract_conv.AbstractConv2d_gradInputs", "use conv2d_grad_wrt_inputs"
+)

@@ -18,6 +18,8 @@ max_pool_2d_same_size = _pool.max_pool_2d_same_size
 
 #: Theano's pooling Op: only loads from pickled graphs; build with pool_2d.
 Pool = inert_op("theano.tensor.signal.pool.Pool", "use pool_2d")
+MaxPoolGrad = inert_op("theano.tensor.signal.pool.MaxPoolGrad", "differentiate pool_2d")
+AveragePoolGrad = inert_op("theano.tensor.signal.pool.AveragePoolGrad", "differentiate pool_2d")
 
 
 def _renamed(new, old, new_name, old_name):
