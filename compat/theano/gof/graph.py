@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pytensor.graph.basic import *  # noqa: F403
 from pytensor.graph.basic import equal_computations
+from pytensor.graph.replace import clone_replace
+from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import (  # noqa: F401
     ancestors,
     applys_between,
@@ -31,16 +33,22 @@ orphans = orphans_between
 def is_same_graph(var1, var2, givens=None) -> bool:
     """Whether ``var1`` and ``var2`` compute the same thing.
 
-    ``givens`` maps variables of ``var1``'s graph to variables of ``var2``'s
-    that count as equal.
+    ``givens`` maps variables of ``var1``'s graph to the variables of
+    ``var2``'s that stand for them.  Graphs that differ only in the form
+    PyTensor builds (``x.mean()`` against ``x.sum() / x.shape[0]``) compare
+    equal after PyTensor's canonicalization, as Theano's merged graphs did.
 
     >>> import pytensor.tensor as pt
     >>> x = pt.vector('x')
     >>> is_same_graph(x.mean(), x.mean()), is_same_graph(x.mean(), x.sum())
     (True, False)
     """
-    givens = dict(givens or {})
-    return equal_computations([var1], [var2], list(givens), list(givens.values()))
+    if givens:
+        var1 = clone_replace(var1, replace=dict(givens))
+    if equal_computations([var1], [var2]):
+        return True
+    rewritten = rewrite_graph([var1, var2], include=("canonicalize",), clone=True)
+    return equal_computations(rewritten[:1], rewritten[1:])
 
 
 __getattr__ = delegate("pytensor.graph.basic", "theano.gof.graph")
