@@ -476,3 +476,42 @@ def test_spatial_pyramid_pooling_dnn():
         stride = tuple(s // p for s in value.shape[2:])
         parts.append(np_pool(value, ws, stride).reshape(2, 3, -1))
     np.testing.assert_allclose(got, np.concatenate(parts, axis=2), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------
+# the cuDNN functions of theano.gpuarray.dnn
+
+
+def test_gpuarray_dnn_functions_are_portable():
+    from theano.gpuarray import dnn
+
+    from compat.theano.gpuarray import dnn as shim
+
+    assert dnn.dnn_present() is False  # legacy checks still take the CPU path
+    shim._WARNED.discard("dnn_conv")
+    x, w = pt.tensor4("x"), pt.tensor4("w")
+    W = np.random.RandomState(2).randn(3, 4, 3, 2).astype("float32")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cross = dnn.dnn_conv(x, w, border_mode=(1, 0), conv_mode="cross", algo="time_once")
+        conv = dnn.dnn_conv(x, w, subsample=(2, 2), algo="small", workmem="none")
+    assert len(caught) == 1 and "algo='time_once' only tuned cuDNN" in str(caught[0].message)
+    pooled = dnn.dnn_pool(x, (2, 3), stride=(1, 2), mode="average_inc_pad", pad=(1, 1))
+    g = pt.vector("g")
+    gamma = g.dimshuffle("x", 0, "x", "x")
+    out, mean, invstd = dnn.dnn_batch_normalization_train(x, gamma, gamma * 0, "spatial", 1e-3)
+    var = 1 / invstd**2 - 1e-3
+    test = dnn.dnn_batch_normalization_test(x, gamma, gamma * 0, mean, var, "spatial", 1e-3)
+    f = pytensor.function([x, w, g], [cross, conv, pooled, out, test], mode="FAST_COMPILE")
+    got = f(X, W, np.ones(4, "float32"))
+    np.testing.assert_allclose(got[0], np_conv(X, W, pad=(1, 0)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], np_conv(X, W, (2, 2), flip=True), rtol=1e-5, atol=1e-5)
+    ref = np_pool(X, (2, 3), (1, 2), (1, 1), mode="average_inc_pad")
+    np.testing.assert_allclose(got[2], ref, rtol=1e-5, atol=1e-6)
+    normed = (X - X.mean(axis=(0, 2, 3), keepdims=True)) / np.sqrt(
+        X.var(axis=(0, 2, 3), keepdims=True) + 1e-3
+    )
+    np.testing.assert_allclose(got[3], normed, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[4], normed, rtol=1e-3, atol=1e-4)
+    with pytest.raises(ValueError, match="conv_mode"):
+        dnn.dnn_conv(x, w, conv_mode="full")
