@@ -33,6 +33,9 @@ MODULES = [
     "lasagne_bn.layers.noise",
     "lasagne_bn.layers.normalization",
     "lasagne_bn.layers.bn_storage",
+    "compat.theano._pickled",
+    "compat.theano.gof.graph",
+    "compat.theano.gpuarray.dnn",
 ]
 
 

@@ -61,8 +61,9 @@ def _shape(state: dict) -> tuple:
 class TensorType(_PtTensorType, metaclass=_Legacy):
     """Theano's ``TensorType(dtype, broadcastable, name=None)``: PyTensor's ``TensorType``.
 
-    >>> TensorType('float32', (False, True))
-    Matrix(float32, shape=(?, 1))
+    >>> t = TensorType('float32', (False, True))
+    >>> type(t).__module__, t.dtype, t.shape
+    ('pytensor.tensor.type', 'float32', (None, 1))
     """
 
     __portable__ = _PtTensorType
