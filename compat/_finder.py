@@ -48,19 +48,6 @@ GONE = {
     "theano.tensor.nnet.blocksparse": "block-sparse ops are gone",
     "theano.d3viz": "use pytensor.printing.debugprint (theano.printing.debugprint)",
     "theano.sandbox.linalg": "use theano.tensor.nlinalg / slinalg (pytensor.tensor.*)",
-    "lasagne.layers.dnn": (
-        "the cuDNN layers are gone; use Conv2DLayer(..., flip_filters=False) (the DNN "
-        "layers' default; Conv2DLayer flips by default), MaxPool2DLayer / Pool2DLayer and "
-        "batch_norm from lasagne.layers, which take the same parameters and weights; " + _USE_JAX
-    ),
-    "lasagne.layers.cuda_convnet": (
-        "the cuda-convnet layers are gone; use Conv2DLayer(..., flip_filters=False) and "
-        "MaxPool2DLayer from lasagne.layers; " + _USE_JAX
-    ),
-    "lasagne.layers.corrmm": (
-        "the CorrMM layers are gone; use Conv2DLayer(..., flip_filters=False) from "
-        "lasagne.layers (Conv2DMMLayer's default; Conv2DLayer flips by default)"
-    ),
     "lasagne.layers.recurrent": "lasagne_bn has no recurrent layers (LSTM, GRU, ...)",
     "lasagne.layers.embedding": "lasagne_bn has no EmbeddingLayer",
     "lasagne.layers.local": "lasagne_bn has no locally connected layers",
@@ -83,7 +70,15 @@ ALIASES = {
     "theano.tensor.opt": "pytensor.tensor.rewriting.basic",
     "theano.tensor.nnet.nnet": "compat.theano.tensor.nnet",
     "theano.tensor.nnet.sigm": "compat.theano.tensor.nnet",
-    "theano.compile.function_module": "pytensor.compile.function.types",
+    "theano.compile.function_module": "pytensor.compile.maker",
+    "theano.compile.debugmode": "pytensor.compile.debug.debugmode",
+    "theano.compile.nanguardmode": "pytensor.compile.debug.nanguardmode",
+    "theano.compile.profiling": "pytensor.compile.debug.profiling",
+    "theano.compile.monitormode": "pytensor.compile.debug.monitormode",
+    "theano.scan_module.scan_utils": "pytensor.scan.utils",
+    "theano.scan_module.scan_op": "pytensor.scan.op",
+    "theano.scan_module.scan": "pytensor.scan.basic",
+    "theano.scan_module.scan_opt": "pytensor.scan.rewriting",
     "lasagne.init": "lasagne_bn.init",
     "lasagne.nonlinearities": "lasagne_bn.nonlinearities",
     "lasagne.objectives": "lasagne_bn.objectives",

@@ -18,7 +18,7 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 
-__all__ = ["LegacyNameError", "lazy_submodules", "missing_names", "no_counterpart"]
+__all__ = ["LegacyNameError", "delegate", "lazy_submodules", "missing_names", "no_counterpart"]
 
 _IMPORT_FROM = dis.opmap.get("IMPORT_FROM")
 
@@ -101,3 +101,29 @@ def missing_names(
         raise LegacyNameError(message)
 
     return __getattr__
+
+
+def delegate(
+    module_name: str,
+    legacy_name: str,
+    table: Mapping[str, str] | None = None,
+    submodules: Mapping[str, str] | None = None,
+) -> Callable[[str], object]:
+    """A module ``__getattr__`` for a shim that is PyTensor's ``module_name`` plus a few names.
+
+    Names the shim does not define come from ``submodules`` (legacy
+    submodule name -> module, imported on first use) or ``module_name``;
+    the rest are explained by ``table`` as in :func:`missing_names`, under
+    the shim's ``legacy_name``.
+    """
+
+    def from_target(name: str):
+        if submodules and name in submodules:
+            return importlib.import_module(submodules[name])
+        target = importlib.import_module(module_name)
+        try:
+            return getattr(target, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    return missing_names(legacy_name, table or {}, from_target)

@@ -286,8 +286,9 @@ def _python3_name(module: str, name: str) -> tuple[str, str]:
     return _compat_pickle.IMPORT_MAPPING.get(module, module), name
 
 
-#: Legacy top-level packages whose globals become inert stand-ins.
-STAND_IN_ROOTS = ("theano", "lasagne")
+#: Legacy top-level packages whose globals become inert stand-ins (pylearn2:
+#: the cuda-convnet ops a pickled ``Conv2DCCLayer`` / ``MaxPool2DCCLayer`` holds).
+STAND_IN_ROOTS = ("theano", "lasagne", "pylearn2")
 
 
 #: Modules whose names in a pickle mean it can run commands or code: never
@@ -579,25 +580,25 @@ DEFAULT_EQUIVALENTS = {
 }
 
 
-#: Lasagne's GPU-only layer classes -> the lasagne_bn layer that computes the
-#: same (their pickled ``flip_filters=False`` and other attributes carry over).
-GPU_LAYER_ALIASES = {
-    "lasagne.layers.dnn.Conv2DDNNLayer": "Conv2DLayer",
-    "lasagne.layers.dnn.Pool2DDNNLayer": "Pool2DLayer",
-    "lasagne.layers.dnn.MaxPool2DDNNLayer": "MaxPool2DLayer",
-    "lasagne.layers.dnn.BatchNormDNNLayer": "BatchNormLayer",
-    "lasagne.layers.corrmm.Conv2DMMLayer": "Conv2DLayer",
-}
+#: Lasagne's GPU-only layer modules, whose classes compat provides under the
+#: same names (on the portable layers).
+GPU_LAYER_MODULES = ("dnn", "corrmm", "cuda_convnet")
 
 
 def _layer_class(path: str):
-    """lasagne_bn's layer class for a ``lasagne.layers.*`` class path, or None."""
+    """lasagne_bn's (or compat's) layer class for a ``lasagne.layers.*`` class path, or None."""
     if not path.startswith("lasagne.layers."):
         return None
+    import importlib
+
     import lasagne_bn.layers as layers
 
-    name = GPU_LAYER_ALIASES.get(path, path.rpartition(".")[2])
-    cls = getattr(layers, name, None)
+    module, _, name = path.rpartition(".")
+    source = layers
+    gpu_module = module.rpartition(".")[2]
+    if module == f"lasagne.layers.{gpu_module}" and gpu_module in GPU_LAYER_MODULES:
+        source = importlib.import_module(f"compat.lasagne.layers.{gpu_module}")
+    cls = getattr(source, name, None)
     if isinstance(cls, type) and issubclass(cls, layers.Layer):
         return cls
     return None

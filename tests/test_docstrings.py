@@ -40,6 +40,9 @@ MODULES = [
     "lasagne_bn.layers.bn_fold",
     "lasagne_bn._files",
     "lasagne_bn._signals",
+    "compat.theano._pickled",
+    "compat.theano.gof.graph",
+    "compat.theano.gpuarray.dnn",
 ]
 
 

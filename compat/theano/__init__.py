@@ -38,6 +38,7 @@ from pytensor.tensor import dot, get_underlying_scalar_constant_value
 
 from compat._names import lazy_submodules, missing_names
 from compat.theano._config import config
+from compat.theano._pickled import TensorType, Variable  # noqa: F811  (Theano's constructors)
 
 __version__ = "1.0.5+lasagnebn"
 version = __version__
@@ -62,6 +63,7 @@ __all__ = [
     "SharedVariable",
     "SymbolicInput",
     "SymbolicOutput",
+    "TensorType",
     "Type",
     "Variable",
     "as_op",
@@ -165,10 +167,10 @@ _SUBMODULES = {
     "sandbox": "compat.theano.sandbox",
     "printing": "pytensor.printing",
     "ifelse": "pytensor.ifelse",
-    "compile": "pytensor.compile",
-    "gof": "pytensor.graph",
+    "compile": "compat.theano.compile",
+    "gof": "compat.theano.gof",
     "graph": "pytensor.graph",
-    "scalar": "pytensor.scalar",
+    "scalar": "compat.theano.scalar",
     "sparse": "pytensor.sparse",
     "scan_module": "pytensor.scan",
     "misc": "pytensor.misc",

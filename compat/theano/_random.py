@@ -30,6 +30,17 @@ class RandomStreams:
         self.state_updates: list = []
         self.seed(seed)
 
+    def __setstate__(self, state) -> None:
+        """A stream pickled by Theano: reseeded from its seed; its pickled draws are dropped.
+
+        Theano's streams kept the graphs of their draws (``state_updates``);
+        they belong to functions that no longer exist, so a loaded stream
+        starts afresh, as one made with the same seed.
+        """
+        state = state if isinstance(state, dict) else {}
+        self.state_updates = []
+        self.seed(state.get("default_instance_seed", 12345))
+
     def seed(self, seed=None) -> None:
         """Restart the seeds of the draws made from now on."""
         if seed is None:

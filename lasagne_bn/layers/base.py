@@ -130,6 +130,20 @@ class Layer:
         """The output shape for a given input shape (the same, unless overridden)."""
         return input_shape
 
+    def __setstate__(self, state):
+        """Restore a pickled layer: lasagne_bn's own, or one pickled by Lasagne master.
+
+        Lasagne's layers pickle the same attributes except a few lasagne_bn
+        added; :meth:`_complete_state` gives them their defaults, so a
+        network loaded with a plain ``pickle.load`` (through ``compat``) runs.
+        """
+        self.__dict__.update(state)
+        self.__dict__.setdefault("get_output_kwargs", [])
+        self._complete_state()
+
+    def _complete_state(self) -> None:
+        """Give attributes a Lasagne-pickled layer lacks their defaults (subclasses extend it)."""
+
     def get_output_for(self, input, **kwargs):
         """The output expression for a given input expression.
 

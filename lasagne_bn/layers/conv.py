@@ -184,9 +184,10 @@ class BaseConvLayer(Layer):
         elif pad in ("full", "same"):
             self.pad = pad
         elif isinstance(pad, str):
-            raise ValueError(
-                f"pad={pad!r}: expected 'valid', 'full', 'same', an int or a tuple of {n} "
-                f"ints; layer name={name!r}"
+            # a TypeError, as Lasagne's (its as_tuple wanted an int or iterable of int)
+            raise TypeError(
+                f"pad={pad!r}: expected 'valid', 'full', 'same', an int or iterable of int "
+                f"({n} of them); layer name={name!r}"
             )
         else:
             try:

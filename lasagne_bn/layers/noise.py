@@ -62,6 +62,13 @@ class _RandomSource:
         return value
 
 
+def _complete_random_state(layer) -> None:
+    """A layer pickled by Lasagne kept a Theano stream (``_srng``): a fresh source instead."""
+    if "_random" not in layer.__dict__:
+        layer.__dict__.pop("_srng", None)
+        layer._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
+
+
 def _check_probability(p, name: str, layer_name):
     if isinstance(p, Variable):
         if p.ndim != 0:
@@ -120,6 +127,8 @@ class DropoutLayer(Layer):
                     f"shared_axes={shared_axes!r} must be axes of the {ndim}-dimensional input"
                 )
         self.shared_axes = shared_axes
+
+    _complete_state = _complete_random_state
 
     def get_output_for(self, input, deterministic=False, **kwargs):
         if deterministic or (isinstance(self.p, numbers.Real) and self.p == 0):
@@ -182,6 +191,8 @@ class GaussianNoiseLayer(Layer):
         if isinstance(sigma, numbers.Real) and sigma < 0:
             raise ValueError(f"sigma={sigma!r} must be >= 0")
         self.sigma = sigma
+
+    _complete_state = _complete_random_state
 
     def get_output_for(self, input, deterministic=False, **kwargs):
         if deterministic or (isinstance(self.sigma, numbers.Real) and self.sigma == 0):

@@ -269,6 +269,13 @@ class BatchNormLayer(Layer):
         else:
             self.var = self.add_param(var, shape, "var", **stat_tags)
 
+    def _complete_state(self) -> None:
+        # Lasagne's layer (a plain pickle.load of a Lasagne network) stored inv_std
+        self.__dict__.setdefault("stat_storage", "inv_std")
+        if "param_shape" not in self.__dict__:
+            shape = (s for a, s in enumerate(self.input_shape) if a not in self.axes)
+            self.param_shape = tuple(shape)
+
     # ---------------------------------------------------------------- helpers
 
     @property

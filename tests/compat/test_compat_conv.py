@@ -221,7 +221,7 @@ def test_legacy_cnn_script_matches_lasagne_bn(tmp_path):
         assert f["losses"][-1] < f["losses"][0]
 
 
-def test_pickled_cudnn_layers_rebuild_as_ordinary_layers():
+def test_pickled_cudnn_layers_rebuild_as_compat_layers():
     """Conv2DDNNLayer (flip_filters=False by default) and friends, from a GPU-era pickle."""
     from compat._pickle import Rebuilder, stand_in
 
@@ -256,7 +256,7 @@ def test_pickled_cudnn_layers_rebuild_as_ordinary_layers():
     net = Rebuilder().convert(pool)
     rebuilt = get_all_layers(net)
     assert [type(layer).__name__ for layer in rebuilt] == [
-        "InputLayer", "Conv2DLayer", "MaxPool2DLayer"
+        "InputLayer", "Conv2DDNNLayer", "MaxPool2DDNNLayer"
     ]  # fmt: skip
     assert rebuilt[1].flip_filters is False
     x = r.randn(1, 1, 5, 5)

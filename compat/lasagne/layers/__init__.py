@@ -32,9 +32,6 @@ __all__ = list(_layers.__all__)
 _RECURRENT = GONE["lasagne.layers.recurrent"]
 
 _MISSING = {
-    "dnn": GONE["lasagne.layers.dnn"],
-    "cuda_convnet": GONE["lasagne.layers.cuda_convnet"],
-    "corrmm": GONE["lasagne.layers.corrmm"],
     "recurrent": _RECURRENT,
     "CustomRecurrentLayer": _RECURRENT,
     "RecurrentLayer": _RECURRENT,
@@ -67,10 +64,17 @@ _MISSING = {
 
 
 def _submodule(name: str):
-    """``lasagne.layers.<name>`` for any submodule lasagne_bn.layers has (conv, pool ...)."""
+    """``lasagne.layers.<name>``: a submodule of lasagne_bn.layers (conv, pool ...) or a shim.
+
+    The shims are the GPU-era modules (``dnn``, ``corrmm``, ``cuda_convnet``).
+    """
     module_name = f"lasagne_bn.layers.{name}"
-    if not name.isidentifier() or importlib.util.find_spec(module_name) is None:
+    if not name.isidentifier():
         raise KeyError(name)
+    if importlib.util.find_spec(module_name) is None:
+        module_name = f"compat.lasagne.layers.{name}"
+        if name.startswith("_") or importlib.util.find_spec(module_name) is None:
+            raise KeyError(name)
     module = importlib.import_module(module_name)
     globals()[name] = module
     return module

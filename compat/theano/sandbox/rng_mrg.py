@@ -6,6 +6,13 @@ numbers; ``MRG_RandomStreams`` is :class:`compat.theano._random.RandomStreams`.
 
 from __future__ import annotations
 
+from compat.theano._pickled import inert_op
 from compat.theano._random import RandomStreams as MRG_RandomStreams
 
 __all__ = ["MRG_RandomStreams"]
+
+#: Theano's MRG uniform Op: only loads from pickled graphs; draw with
+#: MRG_RandomStreams.uniform.
+mrg_uniform = inert_op(
+    "theano.sandbox.rng_mrg.mrg_uniform", "draw with MRG_RandomStreams(seed).uniform(size)"
+)

@@ -10,6 +10,10 @@ Every public name of :mod:`pytensor.tensor` is here (``T.matrix``,
   broadcastability from static shapes and has no way to forget it; this
   returns the input unchanged);
 - ``inv`` (``reciprocal``), ``abs_`` (``abs``);
+- ``TensorType(dtype, broadcastable)`` built the Theano way, and
+  ``TensorType`` / ``TensorVariable`` / ``TensorConstant`` (``T.sharedvar``,
+  ``T.var``, ``T.type``) that also load Theano pickles
+  (:mod:`compat.theano._pickled`);
 - ``flatten(x, outdim=...)`` (PyTensor calls it ``ndim``);
 - ``consider_constant`` (``pytensor.gradient.zero_grad``).
 """
@@ -18,11 +22,27 @@ from __future__ import annotations
 
 import pytensor.gradient as _gradient
 import pytensor.tensor as _pt
+
+# Ops and names Theano kept in theano.tensor(.basic), PyTensor elsewhere
+from pytensor.gradient import Lop, Rop  # noqa: E402, F401
 from pytensor.tensor import *  # noqa: F403
-from pytensor.tensor import elemwise, extra_ops, nlinalg, sharedvar, slinalg  # noqa: F401
+from pytensor.tensor import extra_ops, nlinalg, slinalg  # noqa: F401
+from pytensor.tensor.basic import (  # noqa: E402, F401
+    Alloc,
+    ARange,
+    Join,
+    MakeVector,
+    ScalarFromTensor,
+    TensorFromScalar,
+)
+from pytensor.tensor.exceptions import NotScalarConstantError  # noqa: E402, F401
+from pytensor.tensor.math import Argmax, Dot, Max  # noqa: E402, F401
+from pytensor.tensor.shape import Reshape  # noqa: E402, F401
+from pytensor.tensor.sharedvar import TensorSharedVariable  # noqa: E402, F401
 
 from compat._names import lazy_submodules, missing_names
 from compat.theano._config import config  # noqa: F401  (``T.config`` existed)
+from compat.theano._pickled import TensorConstant, TensorType, TensorVariable  # noqa: F401
 
 inv = _pt.reciprocal
 abs_ = _pt.abs
@@ -70,8 +90,8 @@ _SUBMODULES = {
     "signal": "compat.theano.tensor.signal",
     "shared_randomstreams": "compat.theano.tensor.shared_randomstreams",
     "basic": "compat.theano.tensor",
-    "var": "pytensor.tensor.variable",
-    "type": "pytensor.tensor.type",
+    "var": "compat.theano.tensor.var",
+    "type": "compat.theano.tensor.type",
     "opt": "pytensor.tensor.rewriting.basic",
 }
 
@@ -90,4 +110,4 @@ __getattr__ = missing_names(
 )
 
 # ``T.nnet`` is always there; ``T.signal`` is ours, not pytensor.tensor.signal.
-from compat.theano.tensor import nnet, signal  # noqa: E402, F401, F811
+from compat.theano.tensor import elemwise, nnet, sharedvar, signal  # noqa: E402, F401, F811

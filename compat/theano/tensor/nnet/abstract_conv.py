@@ -10,6 +10,7 @@ flipped unless ``filter_flip=False``; ``border_mode`` 'valid', 'full',
 from __future__ import annotations
 
 from compat.theano._conv import conv_ops
+from compat.theano._pickled import inert_op
 
 _conv = conv_ops()
 
@@ -95,3 +96,14 @@ def conv2d_transpose(
         filter_dilation=filter_dilation,
         num_groups=num_groups,
     )
+
+
+# Theano's convolution Ops: they only load from pickled graphs (the
+# updates of a pickled training graph); build graphs with conv2d and its grads.
+AbstractConv2d = inert_op("theano.tensor.nnet.abstract_conv.AbstractConv2d", "use conv2d")
+AbstractConv2d_gradWeights = inert_op(
+    "theano.tensor.nnet.abstract_conv.AbstractConv2d_gradWeights", "use conv2d_grad_wrt_weights"
+)
+AbstractConv2d_gradInputs = inert_op(
+    "theano.tensor.nnet.abstract_conv.AbstractConv2d_gradInputs", "use conv2d_grad_wrt_inputs"
+)

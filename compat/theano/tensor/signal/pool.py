@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from compat._names import missing_names
 from compat.theano._conv import pool_ops
+from compat.theano._pickled import inert_op
 
 _pool = pool_ops()
 
 __all__ = ["max_pool_2d_same_size", "pool_2d"]
 
 max_pool_2d_same_size = _pool.max_pool_2d_same_size
+
+#: Theano's pooling Op: only loads from pickled graphs; build with pool_2d.
+Pool = inert_op("theano.tensor.signal.pool.Pool", "use pool_2d")
+MaxPoolGrad = inert_op("theano.tensor.signal.pool.MaxPoolGrad", "differentiate pool_2d")
+AveragePoolGrad = inert_op("theano.tensor.signal.pool.AveragePoolGrad", "differentiate pool_2d")
 
 
 def _renamed(new, old, new_name, old_name):
@@ -49,5 +55,5 @@ def pool_2d(
 
 __getattr__ = missing_names(
     "theano.tensor.signal.pool",
-    {"pool_3d": "3-D pooling is not in lasagne_bn", "Pool": "use pool_2d"},
+    {"pool_3d": "3-D pooling is not in lasagne_bn"},
 )
