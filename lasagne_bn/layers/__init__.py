@@ -19,10 +19,14 @@ from lasagne_bn.layers.conv import *  # noqa: F403
 from lasagne_bn.layers.conv import __all__ as _conv_all
 from lasagne_bn.layers.dense import *  # noqa: F403
 from lasagne_bn.layers.dense import __all__ as _dense_all
+from lasagne_bn.layers.embedding import *  # noqa: F403
+from lasagne_bn.layers.embedding import __all__ as _embedding_all
 from lasagne_bn.layers.helper import *  # noqa: F403
 from lasagne_bn.layers.helper import __all__ as _helper_all
 from lasagne_bn.layers.input import *  # noqa: F403
 from lasagne_bn.layers.input import __all__ as _input_all
+from lasagne_bn.layers.local import *  # noqa: F403
+from lasagne_bn.layers.local import __all__ as _local_all
 from lasagne_bn.layers.merge import *  # noqa: F403
 from lasagne_bn.layers.merge import __all__ as _merge_all
 from lasagne_bn.layers.noise import *  # noqa: F403
@@ -48,4 +52,6 @@ __all__ = [
     *_special_all,
     *_conv_all,
     *_pool_all,
+    *_embedding_all,
+    *_local_all,
 ]
