@@ -55,4 +55,11 @@ class EmbeddingLayer(Layer):
                 f"EmbeddingLayer input has dtype {input.dtype}: expected integer ids in "
                 f"[0, {self.input_size}); layer name={self.name!r}"
             )
-        return self.W[input]
+        if input.ndim < 2:
+            return self.W[input]
+        # W[input] for 2-d or more ids, written as a lookup of the flat ids:
+        # PyTensor rewrites the direct form into a reshape whose shape JAX
+        # cannot read (a Join), and the jax mode fails to compile.
+        rows = self.W[input.flatten()]
+        shape = [input.shape[i] for i in range(input.ndim)] + [self.W.shape[-1]]
+        return rows.reshape(shape, ndim=input.ndim + 1)
