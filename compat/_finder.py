@@ -75,6 +75,7 @@ ALIASES = {
     "theano.gof.utils": "pytensor.graph.utils",
     "theano.gof.link": "pytensor.link.basic",
     "theano.scan_module": "pytensor.scan",
+    "theano.scan_module.scan_utils": "pytensor.scan.utils",
     "theano.tensor.basic": "compat.theano.tensor",
     "theano.tensor.var": "pytensor.tensor.variable",
     "theano.tensor.opt": "pytensor.tensor.rewriting.basic",
