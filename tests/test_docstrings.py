@@ -33,6 +33,9 @@ MODULES = [
     "lasagne_bn.layers.noise",
     "lasagne_bn.layers.normalization",
     "lasagne_bn.layers.bn_storage",
+    "lasagne_bn.layers.embedding",
+    "lasagne_bn.layers.local",
+    "lasagne_bn.theano_extensions.conv",
 ]
 
 
