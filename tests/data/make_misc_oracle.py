@@ -12,15 +12,26 @@ biases), for tests/test_theano_extensions.py and tests/layers/test_local.py
     <venv>/bin/python tests/data/make_misc_oracle.py tests/data/misc_oracle.npz
 
 Keys: ``conv/<name>/<case>/{x,w,out}`` and ``local/<case>/{x,W,b,out}``;
-the case names spell the arguments (see CONV_CASES and LOCAL_CASES).
+the case names spell the arguments (see CONV_CASES and LOCAL_CASES).  Also
+``misc_oracle_net.pkl`` next to it: ``pickle.dump({"net": ..., "emb": ...},
+protocol=2)`` of a LocallyConnected2DLayer -> channelwise LocallyConnected2DLayer
+-> DenseLayer network and an EmbeddingLayer, for tests/compat/test_compat_io.py;
+its inputs and outputs are ``pickle/{x,out,ids,eout}``.
 """
 
+import pickle
 import sys
 
 import numpy as np
 import theano
 import theano.tensor as T
-from lasagne.layers import InputLayer, LocallyConnected2DLayer
+from lasagne.layers import (
+    DenseLayer,
+    EmbeddingLayer,
+    InputLayer,
+    LocallyConnected2DLayer,
+    get_output,
+)
 from lasagne.theano_extensions import conv
 
 # name -> (functions, x shape, w shape, keyword arguments)
@@ -48,11 +59,14 @@ LOCAL_CASES = {
     "channelwise": ((2, 3, 5, 4), dict(num_filters=3, filter_size=(5, 3), channelwise=True)),
     "channelwise_noflip_untied": (
         (1, 2, 4, 4),
-        dict(num_filters=2, filter_size=3, channelwise=True, flip_filters=False,
-             untie_biases=True),
+        dict(
+            num_filters=2, filter_size=3, channelwise=True, flip_filters=False, untie_biases=True
+        ),
     ),
-    "untied_linear": ((2, 2, 3, 3), dict(num_filters=3, filter_size=1, untie_biases=True,
-                                         nonlinearity=None)),
+    "untied_linear": (
+        (2, 2, 3, 3),
+        dict(num_filters=3, filter_size=1, untie_biases=True, nonlinearity=None),
+    ),
 }
 
 
@@ -77,8 +91,27 @@ def main(path):
         layer.b.set_value(b)
         x_in = T.tensor4("x")
         out = theano.function([x_in], layer.get_output_for(x_in))(x)
-        data.update({f"local/{case}/x": x, f"local/{case}/W": W, f"local/{case}/b": b,
-                     f"local/{case}/out": out})
+        data.update(
+            {
+                f"local/{case}/x": x,
+                f"local/{case}/W": W,
+                f"local/{case}/b": b,
+                f"local/{case}/out": out,
+            }
+        )
+    l_in = InputLayer((None, 2, 5, 4))
+    lc = LocallyConnected2DLayer(l_in, 3, 3, untie_biases=True, name="lc")
+    lc2 = LocallyConnected2DLayer(lc, 3, (3, 1), channelwise=True, flip_filters=False, name="lc2")
+    net = DenseLayer(lc2, 4, name="fc")
+    emb_in = InputLayer((None, 3), input_var=T.imatrix("ids"))
+    emb = EmbeddingLayer(emb_in, 6, 2, name="emb")
+    x = rng.randn(2, 2, 5, 4)
+    ids = np.array([[0, 5, 2], [1, 1, 3]], "int32")
+    data["pickle/x"], data["pickle/ids"] = x, ids
+    data["pickle/out"] = theano.function([l_in.input_var], get_output(net))(x)
+    data["pickle/eout"] = theano.function([emb_in.input_var], get_output(emb))(ids)
+    with open(path.replace(".npz", "_net.pkl"), "wb") as f:
+        pickle.dump({"net": net, "emb": emb}, f, protocol=2)
     np.savez_compressed(path, **data)
     print(len(data), "arrays written to", path)
 
