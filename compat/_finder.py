@@ -49,9 +49,6 @@ GONE = {
     "theano.d3viz": "use pytensor.printing.debugprint (theano.printing.debugprint)",
     "theano.sandbox.linalg": "use theano.tensor.nlinalg / slinalg (pytensor.tensor.*)",
     "lasagne.layers.recurrent": "lasagne_bn has no recurrent layers (LSTM, GRU, ...)",
-    "lasagne.layers.embedding": "lasagne_bn has no EmbeddingLayer",
-    "lasagne.layers.local": "lasagne_bn has no locally connected layers",
-    "lasagne.theano_extensions": "Lasagne's Theano extensions (conv1d, padding) are gone",
 }
 
 #: Legacy module -> the module it is (where the same path does not exist).
@@ -65,6 +62,7 @@ ALIASES = {
     "theano.gof.utils": "pytensor.graph.utils",
     "theano.gof.link": "pytensor.link.basic",
     "theano.scan_module": "pytensor.scan",
+    "theano.scan_module.scan_utils": "pytensor.scan.utils",
     "theano.tensor.basic": "compat.theano.tensor",
     "theano.tensor.var": "pytensor.tensor.variable",
     "theano.tensor.opt": "pytensor.tensor.rewriting.basic",

@@ -83,8 +83,13 @@ def rectify(x) -> TensorVariable:
     """Rectified linear unit ``max(x, 0)``.
 
     Written as Theano's ``relu`` wrote it, ``0.5 * (x + |x|)``, which gives
-    the same values and the same gradient (0.5 at exactly 0).
+    the same values and the same gradient (0.5 at exactly 0).  A NumPy
+    array (or number) gives a NumPy array (or number), as in Lasagne.
     """
+    if isinstance(x, np.ndarray | np.generic | numbers.Number):
+        # Theano's relu was plain arithmetic on its argument, so NumPy in
+        # gave NumPy out (tests compare rectify(array) with arrays).
+        return 0.5 * (x + abs(x))
     x = pt.as_tensor_variable(x)
     return _coef(0.5, x) * (x + abs(x))
 
@@ -102,11 +107,11 @@ class LeakyRectify:
         self.leakiness = leakiness
 
     def __call__(self, x):
-        x = pt.as_tensor_variable(x)
         alpha = self.leakiness
+        if isinstance(alpha, numbers.Number | np.number) and alpha == 0:
+            return rectify(x)  # NumPy in, NumPy out, as Theano's relu(x, 0)
+        x = pt.as_tensor_variable(x)
         if isinstance(alpha, numbers.Number | np.number):
-            if alpha == 0:
-                return rectify(x)
             f1, f2 = _coef(0.5 * (1 + alpha), x), _coef(0.5 * (1 - alpha), x)
         else:
             alpha = pt.as_tensor_variable(alpha)

@@ -1,9 +1,9 @@
 """Loss functions and accuracy measures, with the names and formulas of ``lasagne.objectives``.
 
 Losses are elementwise (or per example); :func:`aggregate` reduces them to
-a scalar.  The mean is written as ``sum / size``, which every backend runs
-(PyTensor 3.0.7's C backend aborts the process on the graph of ``pt.mean``
-over all axes).
+a scalar with the expression Lasagne built (``loss.mean()`` by default).
+PyTensor 3.0.7's whole-graph C linker (mode ``'C'``) aborts the process on
+a mean over all axes of a matrix; use ``'CVM'`` there (or ``mode='sum'``).
 
 >>> import numpy as np, pytensor.tensor as pt
 >>> from lasagne_bn.objectives import categorical_crossentropy, aggregate
@@ -15,7 +15,6 @@ over all axes).
 
 from __future__ import annotations
 
-import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
@@ -131,18 +130,17 @@ def aggregate(loss, weights=None, mode: str = "mean") -> TensorVariable:
     """
     if mode not in AGGREGATE_MODES:
         raise ValueError(f"mode must be 'mean', 'sum' or 'normalized_sum', got {mode!r}")
-    loss = pt.as_tensor_variable(loss)
+    if mode == "normalized_sum" and weights is None:
+        raise ValueError("require weights for mode='normalized_sum'")
+    # Lasagne's expressions, node for node (legacy code and tests compare
+    # graphs); NumPy arrays in give NumPy values out, as in Lasagne.
     if weights is not None:
         loss = loss * weights
+    if mode == "mean":
+        return loss.mean()
     if mode == "sum":
         return loss.sum()
-    if mode == "normalized_sum":
-        if weights is None:
-            raise ValueError("require weights for mode='normalized_sum'")
-        return loss.sum() / pt.as_tensor_variable(weights).sum()
-    if not loss.dtype.startswith("float"):
-        loss = pt.cast(loss, pytensor.config.floatX)
-    return loss.sum() / pt.cast(loss.size, loss.dtype)
+    return loss.sum() / weights.sum()
 
 
 def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True) -> TensorVariable:

@@ -43,6 +43,9 @@ MODULES = [
     "compat.theano._pickled",
     "compat.theano.gof.graph",
     "compat.theano.gpuarray.dnn",
+    "lasagne_bn.layers.embedding",
+    "lasagne_bn.layers.local",
+    "lasagne_bn.theano_extensions.conv",
 ]
 
 

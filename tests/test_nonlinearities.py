@@ -64,3 +64,14 @@ def test_leaky_rectify_with_symbolic_leakiness():
         out.eval({alpha: 0.2}, mode="FAST_COMPILE"), np.where(X > 0, X, 0.2 * X), rtol=1e-12
     )
     assert nl.ScaledTanh is nl.ScaledTanH
+
+
+def test_rectify_of_numpy_is_numpy_as_theanos_relu():
+    x32 = X.astype("float32")
+    for fn in (nl.rectify, nl.LeakyRectify(0)):
+        got = fn(x32)
+        assert isinstance(got, np.ndarray) and got.dtype == np.float32
+        np.testing.assert_array_equal(got, np.maximum(x32, 0))
+    assert nl.rectify(-2.0) == 0.0 and nl.rectify(3) == 3.0
+    # a nonzero leakiness made Theano build a graph, even from NumPy input
+    assert isinstance(nl.LeakyRectify(0.1)(X), pt.TensorVariable)

@@ -30,7 +30,8 @@ from pytensor import In, Mode, OpFromGraph, Out, dprint, grad
 from pytensor import function as _pt_function
 from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, as_op, get_mode
 from pytensor.compile.sharedvalue import SharedVariable
-from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
+from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type
+from pytensor.graph.basic import Variable as _Variable
 from pytensor.graph.replace import clone_replace as _clone_replace
 from pytensor.printing import debugprint, pp, pprint
 from pytensor.scan import foldl, foldr, map, reduce, scan  # noqa: A004
@@ -87,6 +88,34 @@ __all__ = [
     "shared",
     "subgraph_grad",
 ]
+
+
+class _LegacyVariableType(type(_Variable)):
+    """Makes every PyTensor variable an instance of ``theano.Variable`` (and its subclasses)."""
+
+    def __instancecheck__(cls, instance):
+        # (the MRO, not isinstance: ABCMeta's check on _Variable visits its
+        # subclasses, this class among them, and would come back here)
+        if cls is Variable:
+            return _Variable in type(instance).__mro__
+        return super().__instancecheck__(instance)
+
+    def __subclasscheck__(cls, subclass):
+        if cls is Variable:
+            return isinstance(subclass, type) and _Variable in subclass.__mro__
+        return super().__subclasscheck__(subclass)
+
+
+class Variable(_Variable, metaclass=_LegacyVariableType):
+    """``theano.Variable``: PyTensor's, with Theano's optional ``owner``.
+
+    ``theano.Variable(type)`` (no owner) was allowed in Theano; PyTensor
+    requires the owner.  ``isinstance(v, theano.Variable)`` holds for every
+    PyTensor variable.
+    """
+
+    def __init__(self, type, owner=None, index=None, name=None):
+        super().__init__(type, owner, index=index, name=name)
 
 
 def shared(value, name=None, strict=False, allow_downcast=None, **kwargs):

@@ -25,10 +25,14 @@ from lasagne_bn.layers.conv import *  # noqa: F403
 from lasagne_bn.layers.conv import __all__ as _conv_all
 from lasagne_bn.layers.dense import *  # noqa: F403
 from lasagne_bn.layers.dense import __all__ as _dense_all
+from lasagne_bn.layers.embedding import *  # noqa: F403
+from lasagne_bn.layers.embedding import __all__ as _embedding_all
 from lasagne_bn.layers.helper import *  # noqa: F403
 from lasagne_bn.layers.helper import __all__ as _helper_all
 from lasagne_bn.layers.input import *  # noqa: F403
 from lasagne_bn.layers.input import __all__ as _input_all
+from lasagne_bn.layers.local import *  # noqa: F403
+from lasagne_bn.layers.local import __all__ as _local_all
 from lasagne_bn.layers.merge import *  # noqa: F403
 from lasagne_bn.layers.merge import __all__ as _merge_all
 from lasagne_bn.layers.noise import *  # noqa: F403
@@ -57,4 +61,6 @@ __all__ = [
     *_bn_recompute_all,
     *_bn_freeze_all,
     *_bn_fold_all,
+    *_embedding_all,
+    *_local_all,
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytensor.tensor.random.basic as ptrb
 from pytensor.graph.basic import Variable
@@ -133,10 +134,13 @@ class DropoutLayer(Layer):
     def get_output_for(self, input, deterministic=False, **kwargs):
         if deterministic or (isinstance(self.p, numbers.Real) and self.p == 0):
             return input
+        # Integer input is accepted, as in Lasagne: the probability and the
+        # random draw stay floating point; the 0/1 mask takes the input's dtype.
+        prob_dtype = input.dtype if input.dtype.startswith("float") else pytensor.config.floatX
         if isinstance(self.p, numbers.Real):
-            retain_prob = pt.constant(1 - self.p, dtype=input.dtype)
+            retain_prob = pt.constant(1 - self.p, dtype=prob_dtype)
         else:
-            retain_prob = pt.cast(1 - self.p, input.dtype)
+            retain_prob = pt.cast(1 - self.p, prob_dtype)
         if self.rescale:
             input = input / retain_prob
         mask_shape = self.input_shape
@@ -146,7 +150,7 @@ class DropoutLayer(Layer):
         if shared:
             mask_shape = tuple(1 if a in shared else s for a, s in enumerate(mask_shape))
         u = self._random.draw(
-            ptrb.uniform, 0.0, 1.0, size=mask_shape, dtype=input.dtype, name=self.name or "dropout"
+            ptrb.uniform, 0.0, 1.0, size=mask_shape, dtype=prob_dtype, name=self.name or "dropout"
         )
         mask = pt.cast(pt.lt(u, retain_prob), input.dtype)
         if shared:

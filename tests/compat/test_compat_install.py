@@ -304,6 +304,38 @@ class TestTensorExtras:
 
 
 @pytest.mark.usefixtures("legacy")
+def test_theano_variable_without_owner_and_isinstance():
+    import lasagne
+    import theano
+    import theano.tensor as T
+
+    v = theano.Variable("a type")  # Theano's owner was optional
+    assert v.owner is None and isinstance(v, theano.Variable)
+    assert isinstance(T.matrix(), theano.Variable) and isinstance(v, pytensor.graph.Variable)
+    assert issubclass(pt.TensorVariable, theano.Variable)
+
+    class Mine(theano.Variable):
+        pass
+
+    assert not isinstance(T.matrix(), Mine) and isinstance(Mine("t"), theano.Variable)
+    layer = lasagne.layers.InputLayer((None, 3))
+    assert lasagne.layers.get_output(layer, v) is v
+
+
+@pytest.mark.usefixtures("legacy")
+def test_embedding_and_local_layers_and_conv1d_extensions_import():
+    import lasagne.layers.embedding
+    import lasagne.layers.local
+    from lasagne.theano_extensions.conv import conv1d_mc0, conv1d_sc
+
+    assert lasagne.layers.EmbeddingLayer is lasagne_bn.layers.EmbeddingLayer
+    local = lasagne.layers.local
+    assert local.LocallyConnected2DLayer is lasagne_bn.layers.LocallyConnected2DLayer
+    assert lasagne.layers.embedding.EmbeddingLayer is lasagne_bn.layers.EmbeddingLayer
+    assert callable(conv1d_mc0) and callable(conv1d_sc)
+
+
+@pytest.mark.usefixtures("legacy")
 def test_legacy_theano_batch_norm_with_running_averages():
     """Raw Theano BN code: training updates on theano.shared, then the test op."""
     import theano

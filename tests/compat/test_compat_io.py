@@ -575,3 +575,22 @@ def test_rebuilder_maps_theano_functions_and_merge_layers():
                 nonlinearity=stand_in("theano.tensor.basic.some_unknown_function"),
             )  # fmt: skip
         )
+
+
+def test_lasagne_pickle_with_local_and_embedding_layers():
+    """Pickled by Lasagne master (tests/data/make_misc_oracle.py): rebuilt, same outputs."""
+    from lasagne_bn.layers import EmbeddingLayer, LocallyConnected2DLayer, get_all_layers
+
+    loaded = cio.load_network(DATA / "misc_oracle_net.pkl")
+    expected = np.load(DATA / "misc_oracle.npz")
+    net, emb = loaded["net"], loaded["emb"]
+    lc, lc2 = get_all_layers(net)[1:3]
+    assert type(lc) is LocallyConnected2DLayer and type(emb) is EmbeddingLayer
+    assert lc.untie_biases and lc2.channelwise and not lc2.flip_filters
+    x, ids = pytensor.tensor.tensor4(), pytensor.tensor.imatrix()
+    f = pytensor.function(
+        [x, ids], [get_output(net, x), get_output(emb, ids)], mode="FAST_COMPILE"
+    )
+    out, eout = f(expected["pickle/x"], expected["pickle/ids"])
+    np.testing.assert_allclose(out, expected["pickle/out"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(eout, expected["pickle/eout"])

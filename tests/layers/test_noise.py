@@ -61,6 +61,21 @@ def test_dropout_without_rescale_and_shared_axes():
     assert dropout_locations(l_in).shared_axes == (1,)
 
 
+@pytest.mark.parametrize("mode", mode_params())
+def test_dropout_of_integer_input(mode):
+    # Lasagne accepted integer input: a 0/1 mask of the input's dtype without
+    # rescaling, a true division (float64, as Theano's int32 / float) with it.
+    l_in = InputLayer((None, 40))
+    x = pytensor.tensor.imatrix("x")
+    kept = get_output(DropoutLayer(l_in, p=0.5, rescale=False), x)
+    scaled = get_output(DropoutLayer(l_in, p=0.5), x)
+    assert kept.dtype == "int32" and scaled.dtype == "float64"
+    y, z = pytensor.function([x], [kept, scaled], mode=mode)(np.full((50, 40), 3, "int32"))
+    assert y.dtype == np.int32 and set(np.unique(y)) == {0, 3}
+    assert 0.35 < (y == 0).mean() < 0.65
+    assert set(np.unique(z)) == {0.0, 6.0}
+
+
 @pytest.mark.parametrize("p", [1.0, -0.1, 2])
 def test_dropout_bad_p(p):
     with pytest.raises(ValueError, match=f"p={p!r} must be a probability"):

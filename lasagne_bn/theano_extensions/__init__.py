@@ -1,0 +1,1 @@
+"""Lasagne's ``theano_extensions``: alternative 1-D convolutions and padding on PyTensor 3."""
