@@ -94,8 +94,10 @@ def _no_dot_net():
 
 def _c_safe_loss(prediction, t):
     # mode "C" aborts the process (PyTensor 3.0.7) on a mean over all axes of
-    # a matrix, which aggregate's default builds as Lasagne did: sum here.
-    return objectives.aggregate(objectives.squared_error(prediction, t), mode="sum")
+    # a matrix, which aggregate's default builds as Lasagne did: the same mean
+    # as a sum over the size here.
+    err = objectives.squared_error(prediction, t)
+    return err.sum() / err.size
 
 
 def _squared_error_train(l_in, net, mode):
