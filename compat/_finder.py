@@ -64,7 +64,6 @@ GONE = {
     "lasagne.layers.recurrent": "lasagne_bn has no recurrent layers (LSTM, GRU, ...)",
     "lasagne.layers.embedding": "lasagne_bn has no EmbeddingLayer",
     "lasagne.layers.local": "lasagne_bn has no locally connected layers",
-    "lasagne.theano_extensions": "Lasagne's Theano extensions (conv1d, padding) are gone",
 }
 
 #: Legacy module -> the module it is (where the same path does not exist).

@@ -27,7 +27,8 @@ import pytensor.gradient as _gradient
 from pytensor import In, Mode, OpFromGraph, Out, dprint, function, grad
 from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, as_op, get_mode
 from pytensor.compile.sharedvalue import SharedVariable
-from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
+from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type
+from pytensor.graph import Variable as _Variable
 from pytensor.graph.replace import clone_replace as _clone_replace
 from pytensor.printing import debugprint, pp, pprint
 from pytensor.scan import foldl, foldr, map, reduce, scan  # noqa: A004
@@ -40,6 +41,36 @@ __version__ = "1.0.5+lasagnebn"
 version = __version__
 
 OrderedUpdates = _OrderedDict
+
+
+class _LegacyVariable:
+    """``theano.Variable``: PyTensor's ``Variable``, but ``Variable(type)`` needs no owner.
+
+    ``isinstance`` / ``issubclass`` and subclassing behave as with PyTensor's
+    class itself.
+    """
+
+    def __call__(self, type, owner=None, index=None, name=None):  # noqa: A002
+        return _Variable(type, owner, index, name)
+
+    def __instancecheck__(self, obj):
+        return isinstance(obj, _Variable)
+
+    def __subclasscheck__(self, sub):
+        return issubclass(sub, _Variable)
+
+    def __mro_entries__(self, bases):
+        return (_Variable,)
+
+    def __getattr__(self, name):
+        return getattr(_Variable, name)
+
+    def __repr__(self):
+        return repr(_Variable)
+
+
+Variable = _LegacyVariable()
+
 change_flags = config.change_flags
 subgraph_grad = _gradient.subgraph_grad
 get_scalar_constant_value = get_underlying_scalar_constant_value
