@@ -566,12 +566,15 @@ class TransformerLayer(MergeLayer):
         sizes = _known_sizes(self.input_shapes[0], input)
         out_height = _downsampled(sizes[2], self.downsample_factor[0])
         out_width = _downsampled(sizes[3], self.downsample_factor[1])
-        grid = _sampling_grid(out_height, out_width)
-        # (b, 2, 3) . (3, n): source coordinates of every output pixel
-        source = pt.dot(theta.reshape((-1, 2, 3)), grid)
-        return _bilinear_sample(
-            input, sizes, source[:, 0], source[:, 1], out_height, out_width, self.border_mode
-        )
+        grid_x, grid_y = (_sampling_grid(out_height, out_width)[i][None, :] for i in (0, 1))
+        if theta.ndim != 2:
+            theta = theta.reshape((-1, 6))
+        # the 2x3 matrix times (x, y, 1), written out: a batched dot would
+        # reshape by a size that JAX cannot trace in the gradient
+        t = [theta[:, i][:, None] for i in range(6)]
+        xs = t[0] * grid_x + t[1] * grid_y + t[2]
+        ys = t[3] * grid_x + t[4] * grid_y + t[5]
+        return _bilinear_sample(input, sizes, xs, ys, out_height, out_width, self.border_mode)
 
 
 def _tps_kernel(r_2):
@@ -702,20 +705,26 @@ class TPSTransformerLayer(MergeLayer):
         input, offsets = (pt.as_tensor_variable(v) for v in inputs)
         sizes = _known_sizes(self.input_shapes[0], input)
         n = self.control_points
-        dest = self.source_points + offsets.reshape((-1, 2, n))
-        # (b, 2, n + 3): affine and radial weights of the warp's x and y
-        coefficients = pt.dot(dest, self.L_inv[:, 3:].T)
+        if offsets.ndim != 2:
+            offsets = offsets.reshape((-1, 2 * n))
+        # per coordinate (x, then y), as 2-D dots: a batched dot would
+        # reshape by a size that JAX cannot trace in the gradient
+        weights = self.L_inv[:, 3:].T
+        coefficients = [
+            pt.dot(self.source_points[i][None, :] + offsets[:, i * n : (i + 1) * n], weights)
+            for i in (0, 1)
+        ]
         if self.precompute_grid:
             out_height, out_width = self.out_height, self.out_width
-            points = pt.dot(coefficients, self.right_mat)
+            xs, ys = (pt.dot(c, self.right_mat) for c in coefficients)
         else:
             out_height = _downsampled(sizes[2], self.downsample_factor[0])
             out_width = _downsampled(sizes[3], self.downsample_factor[1])
-            # the grid with a row of ones in front: [1, x, y]; the radial
-            # rows that would follow are zero in Lasagne master
             grid = _sampling_grid(out_height, out_width)
-            basis = pt.concatenate([grid[2:], grid[:2]], axis=0)
-            points = pt.dot(coefficients[:, :, :3], basis)
-        return _bilinear_sample(
-            input, sizes, points[:, 0], points[:, 1], out_height, out_width, self.border_mode
-        )
+            grid_x, grid_y = grid[0][None, :], grid[1][None, :]
+            # the affine part only: Lasagne master's radial terms are zero here
+            xs, ys = (
+                c[:, 0][:, None] + c[:, 1][:, None] * grid_x + c[:, 2][:, None] * grid_y
+                for c in coefficients
+            )
+        return _bilinear_sample(input, sizes, xs, ys, out_height, out_width, self.border_mode)
