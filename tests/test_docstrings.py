@@ -33,6 +33,7 @@ MODULES = [
     "lasagne_bn.layers.noise",
     "lasagne_bn.layers.normalization",
     "lasagne_bn.layers.bn_storage",
+    "lasagne_bn.theano_extensions.padding",
 ]
 
 
