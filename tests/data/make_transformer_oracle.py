@@ -69,20 +69,41 @@ def main(path):
     for mode in ("nearest", "mirror", "wrap"):
         # zoom out, rotate a little and shift: samples fall outside the input
         theta = np.tile(identity, (2, 1)) * 1.6 + rng.randn(2, 6).astype("float32") * 0.3
-        run(f"affine_{mode}", TransformerLayer, theta.astype("float32"), out, rng,
-            border_mode=mode)
+        run(
+            f"affine_{mode}", TransformerLayer, theta.astype("float32"), out, rng, border_mode=mode
+        )
     theta = np.tile(identity, (2, 1)) + rng.randn(2, 6).astype("float32") * 0.2
-    run("affine_down", TransformerLayer, theta.astype("float32"), out, rng,
-        downsample_factor=(0.7, 2.3))
+    run(
+        "affine_down",
+        TransformerLayer,
+        theta.astype("float32"),
+        out,
+        rng,
+        downsample_factor=(0.7, 2.3),
+    )
     for mode in ("nearest", "mirror", "wrap"):
         offsets = (rng.randn(2, 32) * 0.4).astype("float32")
-        run(f"tps_pre_{mode}", TPSTransformerLayer, offsets, out, rng, border_mode=mode,
-            precompute_grid=True)
+        run(
+            f"tps_pre_{mode}",
+            TPSTransformerLayer,
+            offsets,
+            out,
+            rng,
+            border_mode=mode,
+            precompute_grid=True,
+        )
     offsets = (rng.randn(2, 32) * 0.4).astype("float32")
     run("tps_nopre", TPSTransformerLayer, offsets, out, rng, precompute_grid=False)
     offsets = (rng.randn(2, 18) * 0.3).astype("float32")
-    run("tps_down", TPSTransformerLayer, offsets, out, rng, control_points=9,
-        downsample_factor=(0.7, 2.3))
+    run(
+        "tps_down",
+        TPSTransformerLayer,
+        offsets,
+        out,
+        rng,
+        control_points=9,
+        downsample_factor=(0.7, 2.3),
+    )
     np.savez_compressed(path, **out)
 
 

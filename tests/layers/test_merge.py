@@ -88,6 +88,7 @@ def test_elemwise_merge_with_cropping():
     np.testing.assert_array_equal(_run(layer, A, B), np.maximum(A, B[:, :3, :5]))
 
 
+@pytest.mark.slow  # Numba compiles the gradient graph in each parametrisation
 @pytest.mark.parametrize("mode", mode_params())
 def test_concat_gradient_in_every_mode(mode):
     """The gradient splits the output by the inputs' sizes: static ones, which JAX needs."""

@@ -120,6 +120,7 @@ def test_slice_layer():
 # PadLayer and theano_extensions.padding.pad
 
 
+@pytest.mark.slow  # Numba compiles the gradient graph in each parametrisation
 @pytest.mark.parametrize("mode", mode_params())
 @pytest.mark.parametrize("declared", [(None, 3, 4, 5), (None, 3, None, 5)])
 def test_pad_layer_values_and_gradient(mode, declared):

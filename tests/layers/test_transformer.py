@@ -126,6 +126,7 @@ def test_tps_variable_size_identity():
     np.testing.assert_allclose(out.eval(mode="FAST_COMPILE"), x, atol=1e-5)
 
 
+@pytest.mark.slow  # Numba compiles the gradient graph in each parametrisation
 @pytest.mark.parametrize("mode", mode_params())
 def test_rrelu_slopes_in_range_and_shared(mode):
     l_in = InputLayer((None, 3, 4, 5))
