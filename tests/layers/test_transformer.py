@@ -48,10 +48,10 @@ def _layer(case, x_shape, loc_shape, batch=None):
     return l_in, l_loc, TPSTransformerLayer(l_in, l_loc, **kwargs)
 
 
-# every case in the python-linker mode; a few of them in the others, whose
+# every case in the python-linker mode; two of them in the others, whose
 # compilation (Numba's above all) takes long
 CASES_PER_MODE = {"py": CASES}
-SOME_CASES = ["affine_mirror", "tps_nopre", "tps_down"]
+SOME_CASES = ["affine_mirror", "tps_down"]
 
 
 @pytest.fixture(scope="module", params=mode_params())
