@@ -46,6 +46,7 @@ MODULES = [
     "lasagne_bn.layers.embedding",
     "lasagne_bn.layers.local",
     "lasagne_bn.theano_extensions.conv",
+    "lasagne_bn.theano_extensions.padding",
 ]
 
 

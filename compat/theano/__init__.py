@@ -31,7 +31,6 @@ from pytensor import function as _pt_function
 from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, as_op, get_mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type
-from pytensor.graph.basic import Variable as _Variable
 from pytensor.graph.replace import clone_replace as _clone_replace
 from pytensor.printing import debugprint, pp, pprint
 from pytensor.scan import foldl, foldr, map, reduce, scan  # noqa: A004
@@ -45,6 +44,9 @@ __version__ = "1.0.5+lasagnebn"
 version = __version__
 
 OrderedUpdates = _OrderedDict
+
+
+
 change_flags = config.change_flags
 subgraph_grad = _gradient.subgraph_grad
 get_scalar_constant_value = get_underlying_scalar_constant_value
@@ -88,34 +90,6 @@ __all__ = [
     "shared",
     "subgraph_grad",
 ]
-
-
-class _LegacyVariableType(type(_Variable)):
-    """Makes every PyTensor variable an instance of ``theano.Variable`` (and its subclasses)."""
-
-    def __instancecheck__(cls, instance):
-        # (the MRO, not isinstance: ABCMeta's check on _Variable visits its
-        # subclasses, this class among them, and would come back here)
-        if cls is Variable:
-            return _Variable in type(instance).__mro__
-        return super().__instancecheck__(instance)
-
-    def __subclasscheck__(cls, subclass):
-        if cls is Variable:
-            return isinstance(subclass, type) and _Variable in subclass.__mro__
-        return super().__subclasscheck__(subclass)
-
-
-class Variable(_Variable, metaclass=_LegacyVariableType):
-    """``theano.Variable``: PyTensor's, with Theano's optional ``owner``.
-
-    ``theano.Variable(type)`` (no owner) was allowed in Theano; PyTensor
-    requires the owner.  ``isinstance(v, theano.Variable)`` holds for every
-    PyTensor variable.
-    """
-
-    def __init__(self, type, owner=None, index=None, name=None):
-        super().__init__(type, owner, index=index, name=name)
 
 
 def shared(value, name=None, strict=False, allow_downcast=None, **kwargs):

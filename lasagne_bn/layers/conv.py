@@ -34,11 +34,9 @@ __all__ = [
     "Conv2DLayer",
     "Deconv2DLayer",
     "DilatedConv2DLayer",
-    "PadLayer",
     "TransposedConv2DLayer",
     "conv_input_length",
     "conv_output_length",
-    "pad",
 ]
 
 
@@ -527,85 +525,3 @@ class DilatedConv2DLayer(BaseConvLayer):
             filter_flip=False,
             filter_dilation=self.dilation,
         )
-
-
-# --------------------------------------------------------------------------
-# padding
-
-
-def _pad_widths(width, n_axes, name):
-    if isinstance(width, int_types) and not isinstance(width, bool):
-        widths = [width] * n_axes
-    else:
-        try:
-            widths = list(width)
-        except TypeError:
-            raise TypeError(
-                f"width={width!r} must be an int, or a sequence of ints or (before, after) "
-                f"pairs; layer name={name!r}"
-            ) from None
-    pairs = []
-    for w in widths:
-        if isinstance(w, int_types) and not isinstance(w, bool):
-            pair = (int(w), int(w))
-        else:
-            try:
-                lo, hi = w
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"width={width!r}: each item must be an int or a (before, after) pair; "
-                    f"layer name={name!r}"
-                ) from None
-            pair = (int(lo), int(hi))
-        if min(pair) < 0:
-            raise ValueError(f"width={width!r} must be >= 0; layer name={name!r}")
-        pairs.append(pair)
-    if len(pairs) > n_axes:
-        raise ValueError(
-            f"width={width!r} gives {len(pairs)} axes but the input has {n_axes} axes after "
-            f"the batch_ndim leading ones; layer name={name!r}"
-        )
-    return pairs
-
-
-class PadLayer(Layer):
-    """Pads the axes after the first ``batch_ndim`` ones with the constant ``val``.
-
-    ``width`` is an int (every such axis, both sides), a sequence of ints
-    (per axis) or of ``(before, after)`` pairs.
-
-    >>> from lasagne_bn.layers import InputLayer
-    >>> PadLayer(InputLayer((None, 3, 10, 10)), width=[(1, 2), 3]).output_shape
-    (None, 3, 13, 16)
-    """
-
-    def __init__(self, incoming, width, val=0, batch_ndim=2, **kwargs):
-        super().__init__(incoming, **kwargs)
-        if isinstance(batch_ndim, bool) or not isinstance(batch_ndim, int_types):
-            raise TypeError(f"batch_ndim={batch_ndim!r} must be an int; layer name={self.name!r}")
-        if not 0 <= batch_ndim <= len(self.input_shape):
-            raise ValueError(
-                f"batch_ndim={batch_ndim!r} must be between 0 and the input's ndim "
-                f"({len(self.input_shape)}); layer name={self.name!r}"
-            )
-        _pad_widths(width, len(self.input_shape) - batch_ndim, self.name)
-        self.width = width
-        self.val = val
-        self.batch_ndim = batch_ndim
-
-    def get_output_shape_for(self, input_shape):
-        shape = list(input_shape)
-        pairs = _pad_widths(self.width, len(input_shape) - self.batch_ndim, self.name)
-        for k, (lo, hi) in enumerate(pairs):
-            if shape[k + self.batch_ndim] is not None:
-                shape[k + self.batch_ndim] += lo + hi
-        return tuple(shape)
-
-    def get_output_for(self, input, **kwargs):
-        pairs = _pad_widths(self.width, input.ndim - self.batch_ndim, self.name)
-        pairs += [(0, 0)] * (input.ndim - self.batch_ndim - len(pairs))
-        widths = [(0, 0)] * self.batch_ndim + pairs
-        return pt.pad(input, widths, mode="constant", constant_values=self.val)
-
-
-pad = PadLayer  # Lasagne's shortcut

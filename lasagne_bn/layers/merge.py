@@ -148,6 +148,40 @@ def autocrop_array_shapes(input_shapes, cropping):
     return [tuple(sh) for sh in zip(*result, strict=True)]
 
 
+def _static_shapes(layer, inputs):
+    """``layer.input_shapes`` where they are real shapes of ``inputs``' ndims, else None."""
+    shapes = layer.input_shapes
+    try:
+        ok = len(shapes) == len(inputs) and all(
+            isinstance(shape, tuple | list)
+            and len(shape) == x.ndim
+            and all(s is None or isinstance(s, int_types) for s in shape)
+            for shape, x in zip(shapes, inputs, strict=True)
+        )
+    except TypeError:
+        ok = False
+    return [tuple(shape) for shape in shapes] if ok else None
+
+
+def _fix_axis_sizes(inputs, static_shapes, cropping, axis: int):
+    """Give the inputs their declared sizes along ``axis`` as static shapes.
+
+    The gradient of a concatenation splits it by these sizes; JAX can only
+    split by static ones.  Only done when every input's size is declared.
+    """
+    sizes = [shape[axis] for shape in static_shapes]
+    if any(s is None for s in sizes) or (cropping is not None and cropping[axis] is not None):
+        return inputs
+    fixed = []
+    for x, size in zip(inputs, sizes, strict=True):
+        if x.type.shape[axis] is None:
+            x = pt.specify_shape(
+                x, tuple(size if d == axis % x.ndim else None for d in range(x.ndim))
+            )
+        fixed.append(x)
+    return fixed
+
+
 class ConcatLayer(MergeLayer):
     """Concatenates its inputs along ``axis``.
 
@@ -165,18 +199,29 @@ class ConcatLayer(MergeLayer):
         super().__init__(incomings, **kwargs)
         if isinstance(axis, bool) or not isinstance(axis, int_types):
             raise TypeError(f"axis={axis!r} must be an int")
-        ndim = len(self.input_shapes[0])
-        if not -ndim <= axis < ndim:
-            raise ValueError(f"axis={axis} is out of range for {ndim}-dimensional inputs")
         self.axis = int(axis)
+        # As in Lasagne the inputs' shapes are not read here (they may be
+        # unknown yet); the axis is checked against them where they are used.
         if cropping is not None:
-            cropping = _check_cropping(cropping, ndim)
-            cropping[self.axis] = None
+            cropping = list(cropping)
+            if -len(cropping) <= self.axis < len(cropping):
+                cropping[self.axis] = None
         self.cropping = cropping
-        self.get_output_shape_for(self.input_shapes)
+
+    def _cropping_for(self, ndim: int):
+        """``cropping`` for ``ndim``-d inputs, never cropping the concatenation axis."""
+        if not -ndim <= self.axis < ndim:
+            raise ValueError(f"axis={self.axis} is out of range for {ndim}-dimensional inputs")
+        if self.cropping is None:
+            return None
+        cropping = _check_cropping(self.cropping, ndim)
+        cropping[self.axis % ndim] = None
+        return cropping
 
     def get_output_shape_for(self, input_shapes):
-        input_shapes = autocrop_array_shapes(input_shapes, self.cropping)
+        input_shapes = autocrop_array_shapes(
+            input_shapes, self._cropping_for(len(input_shapes[0]))
+        )
         output_shape = list(_first_known_sizes(input_shapes))
         axis = self.axis if self.axis >= 0 else len(output_shape) + self.axis
 
@@ -196,7 +241,12 @@ class ConcatLayer(MergeLayer):
         return tuple(output_shape)
 
     def get_output_for(self, inputs, **kwargs):
-        inputs = autocrop(inputs, self.cropping, self.input_shapes)
+        inputs = [pt.as_tensor_variable(x) for x in inputs]
+        cropping = self._cropping_for(inputs[0].ndim)
+        static = _static_shapes(self, inputs)
+        inputs = autocrop(inputs, cropping, static)
+        if static is not None:
+            inputs = _fix_axis_sizes(inputs, static, cropping, self.axis)
         return pt.concatenate(inputs, axis=self.axis)
 
 
@@ -221,7 +271,6 @@ class ElemwiseMergeLayer(MergeLayer):
             raise TypeError(f"merge_function={merge_function!r} must be callable")
         self.merge_function = merge_function
         self.cropping = cropping
-        self.get_output_shape_for(self.input_shapes)
 
     def get_output_shape_for(self, input_shapes):
         input_shapes = autocrop_array_shapes(input_shapes, self.cropping)
@@ -240,7 +289,8 @@ class ElemwiseMergeLayer(MergeLayer):
         return output_shape
 
     def get_output_for(self, inputs, **kwargs):
-        inputs = autocrop(inputs, self.cropping, self.input_shapes)
+        inputs = [pt.as_tensor_variable(x) for x in inputs]
+        inputs = autocrop(inputs, self.cropping, _static_shapes(self, inputs))
         output = None
         for x in inputs:
             output = x if output is None else self.merge_function(output, x)

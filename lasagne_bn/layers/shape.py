@@ -1,8 +1,7 @@
 """Layers that change the shape of their input without computing anything.
 
-:class:`FlattenLayer`, :class:`ReshapeLayer`, :class:`DimshuffleLayer` and
-:class:`SliceLayer`, as in ``lasagne.layers.shape`` (``PadLayer`` lives
-with the convolution layers).
+:class:`FlattenLayer`, :class:`ReshapeLayer`, :class:`DimshuffleLayer`,
+:class:`PadLayer` and :class:`SliceLayer`, as in ``lasagne.layers.shape``.
 
 >>> from lasagne_bn.layers import InputLayer, ReshapeLayer, FlattenLayer
 >>> l_in = InputLayer((None, 100, 20))
@@ -19,15 +18,18 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
 from lasagne_bn.layers.base import Layer
+from lasagne_bn.theano_extensions import padding
 from lasagne_bn.utils import int_types
 
 __all__ = [
     "DimshuffleLayer",
     "FlattenLayer",
+    "PadLayer",
     "ReshapeLayer",
     "SliceLayer",
     "dimshuffle",
     "flatten",
+    "pad",
     "reshape",
 ]
 
@@ -48,14 +50,16 @@ class FlattenLayer(Layer):
             raise TypeError(f"outdim={outdim!r} must be an int")
         if outdim < 1:
             raise ValueError(f"outdim must be > 0, was {outdim}")
-        if outdim > len(self.input_shape):
-            raise ValueError(
-                f"outdim={outdim} is more than the {len(self.input_shape)} input dimensions "
-                f"(input_shape={self.input_shape!r})"
-            )
+        # outdim against the input's ndim is checked where the shape is used:
+        # as in Lasagne, the incoming layer's shape is not read here.
         self.outdim = int(outdim)
 
     def get_output_shape_for(self, input_shape):
+        if self.outdim > len(input_shape):
+            raise ValueError(
+                f"outdim={self.outdim} is more than the {len(input_shape)} input dimensions "
+                f"(input_shape={tuple(input_shape)!r})"
+            )
         to_flatten = input_shape[self.outdim - 1 :]
         flattened = None if any(s is None for s in to_flatten) else int(np.prod(to_flatten))
         return tuple(input_shape[: self.outdim - 1]) + (flattened,)
@@ -120,6 +124,8 @@ class ReshapeLayer(Layer):
         self.get_output_shape_for(self.input_shape)
 
     def get_output_shape_for(self, input_shape, **kwargs):
+        # symbolic sizes (e.g. from ``x.shape``) are unknown here
+        input_shape = tuple(None if isinstance(s, Variable) else s for s in input_shape)
         output_shape = list(self.shape)
         masked_input_shape = list(input_shape)
         masked_output_shape = list(output_shape)
@@ -244,6 +250,69 @@ class DimshuffleLayer(Layer):
 dimshuffle = DimshuffleLayer
 
 
+class PadLayer(Layer):
+    """Pads the axes after the first ``batch_ndim`` ones with the constant ``val``.
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+    width : int, sequence of int, or sequence of (int, int)
+        An int pads every such axis by that much on both sides; a sequence
+        gives one width per axis (from axis ``batch_ndim`` on), as an int
+        (both sides) or a ``(before, after)`` pair.
+    val : float or scalar tensor
+        The padding value.
+    batch_ndim : int
+        Number of leading axes left alone (2 for ``(batch, channels, ...)``).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> PadLayer(InputLayer((None, 3, 10, 10)), width=[(1, 2), 3]).output_shape
+    (None, 3, 13, 16)
+    """
+
+    def __init__(self, incoming, width, val=0, batch_ndim=2, **kwargs):
+        super().__init__(incoming, **kwargs)
+        if isinstance(batch_ndim, bool) or not isinstance(batch_ndim, int_types):
+            raise TypeError(f"batch_ndim={batch_ndim!r} must be an int; layer name={self.name!r}")
+        # the width's form is checked now; against the input's ndim (which
+        # Lasagne did not read here) where the shape is used
+        padding.pad_widths(width)
+        self.width = width
+        self.val = val
+        self.batch_ndim = batch_ndim
+
+    def get_output_shape_for(self, input_shape):
+        n_axes = len(input_shape) - self.batch_ndim
+        if n_axes < 0:
+            raise ValueError(
+                f"batch_ndim={self.batch_ndim} is more than the input's {len(input_shape)} "
+                f"dimensions; layer name={self.name!r}"
+            )
+        pairs = padding._axis_pairs(self.width, n_axes)
+        shape = list(input_shape)
+        for k, (lo, hi) in enumerate(pairs):
+            if shape[k + self.batch_ndim] is not None:
+                shape[k + self.batch_ndim] += lo + hi
+        return tuple(shape)
+
+    def get_output_for(self, input, **kwargs):
+        input = pt.as_tensor_variable(input)
+        static = self.input_shape if _is_shape(self.input_shape) else None
+        return padding.pad(input, self.width, self.val, self.batch_ndim, static_shape=static)
+
+
+pad = PadLayer
+
+
+def _is_shape(shape) -> bool:
+    """Whether ``shape`` is a real shape tuple (and not, say, a mock's attribute)."""
+    return isinstance(shape, tuple | list) and all(
+        s is None or isinstance(s, int_types) for s in shape
+    )
+
+
 class SliceLayer(Layer):
     """Takes a slice (or one index) of its input along one axis.
 
@@ -251,7 +320,7 @@ class SliceLayer(Layer):
     ----------
     incoming : Layer or tuple
     indices : int or slice
-        An int drops the axis; a slice keeps it.
+        An int drops the axis; a slice (or an array of indices) keeps it.
     axis : int
         The axis to slice (negative counts from the end).
 
@@ -262,22 +331,23 @@ class SliceLayer(Layer):
 
     def __init__(self, incoming, indices, axis=-1, **kwargs):
         super().__init__(incoming, **kwargs)
-        if not isinstance(indices, slice) and not isinstance(indices, int_types):
-            raise TypeError(f"indices={indices!r} must be an int or a slice")
-        ndim = len(self.input_shape)
-        if not -ndim <= axis < ndim:
-            raise ValueError(f"axis={axis} is out of range for a {ndim}-dimensional input")
         self.slice = indices
         self.axis = axis
 
     def get_output_shape_for(self, input_shape):
         output_shape = list(input_shape)
+        ndim = len(output_shape)
+        if not -ndim <= self.axis < ndim:
+            raise ValueError(f"axis={self.axis} is out of range for a {ndim}-dimensional input")
         if isinstance(self.slice, int_types):
             del output_shape[self.axis]
-        elif input_shape[self.axis] is not None:
+        elif input_shape[self.axis] is None:
+            output_shape[self.axis] = None
+        elif isinstance(self.slice, slice):
             output_shape[self.axis] = len(range(*self.slice.indices(input_shape[self.axis])))
         else:
-            output_shape[self.axis] = None
+            # an index array (advanced indexing) keeps the axis, one entry per index
+            output_shape[self.axis] = len(np.atleast_1d(self.slice))
         return tuple(output_shape)
 
     def get_output_for(self, input, **kwargs):

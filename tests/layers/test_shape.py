@@ -1,4 +1,4 @@
-"""FlattenLayer, ReshapeLayer, DimshuffleLayer, SliceLayer."""
+"""FlattenLayer, ReshapeLayer, DimshuffleLayer, SliceLayer, PadLayer and padding.pad."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from compile_modes import mode_params
 
 from lasagne_bn.layers import (
     DimshuffleLayer,
     FlattenLayer,
     InputLayer,
+    PadLayer,
     ReshapeLayer,
     SliceLayer,
     get_output,
@@ -40,7 +42,7 @@ def test_flatten_errors():
     with pytest.raises(ValueError, match="outdim must be > 0"):
         FlattenLayer(InputLayer((2, 3)), outdim=0)
     with pytest.raises(ValueError, match="more than the 2 input dimensions"):
-        FlattenLayer(InputLayer((2, 3)), outdim=3)
+        FlattenLayer(InputLayer((2, 3)), outdim=3).output_shape  # noqa: B018
 
 
 @pytest.mark.parametrize(
@@ -111,4 +113,60 @@ def test_slice_layer():
     np.testing.assert_array_equal(_run(layer, X), X[..., 1::2])
     np.testing.assert_array_equal(_run(SliceLayer(l_in, 0, axis=1), X), X[:, 0])
     with pytest.raises(ValueError, match="out of range"):
-        SliceLayer(l_in, 0, axis=4)
+        SliceLayer(l_in, 0, axis=4).output_shape  # noqa: B018
+
+
+# --------------------------------------------------------------------------
+# PadLayer and theano_extensions.padding.pad
+
+
+@pytest.mark.slow  # Numba compiles the gradient graph in each parametrisation
+@pytest.mark.parametrize("mode", mode_params())
+@pytest.mark.parametrize("declared", [(None, 3, 4, 5), (None, 3, None, 5)])
+def test_pad_layer_values_and_gradient(mode, declared):
+    """Values and input gradient in every mode, also with a size known only at run time."""
+    l_in = InputLayer(declared)
+    layer = PadLayer(l_in, width=[(1, 2), 3], val=0.5)
+    assert layer.output_shape == (None, 3, None if declared[2] is None else 7, 11)
+    out = get_output(layer)
+    w = np.random.RandomState(0).randn(2, 3, 7, 11).astype(out.dtype)
+    grad = pytensor.grad((out * w).sum(), l_in.input_var)
+    fn = pytensor.function([l_in.input_var], [out, grad], mode=mode)
+    x = X.astype(out.dtype)
+    y, g = fn(x)
+    want = np.pad(x, [(0, 0), (0, 0), (1, 2), (3, 3)], constant_values=0.5)
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(g, w[:, :, 1:-2, 3:-3])
+
+
+def test_pad_function_and_permissive_layers():
+    from unittest.mock import Mock
+
+    from lasagne_bn.theano_extensions import padding
+
+    x = pt.as_tensor(np.ones((2, 3), dtype="float32"))
+    # Lasagne's defaults: batch_ndim=1, an int pads every axis after it
+    np.testing.assert_array_equal(
+        padding.pad(x, 1).eval(mode="FAST_COMPILE"), np.pad(np.ones((2, 3)), [(0, 0), (1, 1)])
+    )
+    np.testing.assert_array_equal(
+        padding.pad(x, [(2, 0)], val=pt.constant(3.0), batch_ndim=0).eval(mode="FAST_COMPILE"),
+        np.pad(np.ones((2, 3)), [(2, 0), (0, 0)], constant_values=3),
+    )
+    with pytest.raises(ValueError, match="must be >= 0"):
+        padding.pad(x, -1)
+    with pytest.raises(ValueError, match="only 1 axes follow"):
+        padding.pad(x, [1, 1])
+    with pytest.raises(TypeError, match="width="):
+        PadLayer(InputLayer((2, 3)), 1.5)
+    # as in Lasagne, the incoming layer's shape is read only where it is used
+    stand_in = Mock(output_shape=(None,))
+    assert PadLayer(stand_in, width=2).get_output_shape_for((2, 3, 4, 5)) == (2, 3, 8, 9)
+    assert FlattenLayer(stand_in, outdim=3).get_output_shape_for((2, 3, 4, 5)) == (2, 3, 20)
+    assert SliceLayer(stand_in, [0, 2], axis=1).get_output_shape_for((2, 3)) == (2, 2)
+    with pytest.raises(ValueError, match="more than the 2 input dimensions"):
+        FlattenLayer(stand_in, outdim=3).get_output_shape_for((2, 3))
+    # symbolic sizes in the input shape count as unknown
+    s = pt.as_tensor(np.ones((3, 4, 5))).shape
+    layer = ReshapeLayer(InputLayer((None, None, None)), (s[0] * s[1], [2]))
+    assert layer.get_output_shape_for((s[0], s[1], s[2])) == (None, None)
