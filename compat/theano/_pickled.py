@@ -46,9 +46,13 @@ class _Legacy(MetaType):
     # type's own checks (the MRO), not ABCMeta's: ABCMeta would ask every
     # subclass of the PyTensor class, this one included, and recurse.
     def __instancecheck__(cls, obj):
+        if "__portable__" not in cls.__dict__:  # a user's subclass: the usual check
+            return type.__instancecheck__(cls, obj)
         return type.__subclasscheck__(cls.__portable__, type(obj))
 
     def __subclasscheck__(cls, sub):
+        if "__portable__" not in cls.__dict__:
+            return type.__subclasscheck__(cls, sub)
         return isinstance(sub, type) and type.__subclasscheck__(cls.__portable__, sub)
 
 
@@ -94,9 +98,14 @@ class Variable(_PtGraphVariable, metaclass=_Legacy):
     __portable__ = _PtGraphVariable
 
     def __new__(cls, type=None, owner=None, index=None, name=None):
-        if type is None and owner is None:
-            return object.__new__(cls)
+        if (type is None and owner is None) or cls is not Variable:
+            return object.__new__(cls)  # being unpickled, or a user's subclass
         return _PtGraphVariable(type, owner, index, name)
+
+    def __init__(self, type=None, owner=None, index=None, name=None):
+        # only a user's subclass gets here (Variable(...) returns PyTensor's)
+        if type is not None or owner is not None:
+            super().__init__(type, owner, index=index, name=name)
 
     def __setstate__(self, state):
         _variable_state(self, state, _PtGraphVariable)
