@@ -151,10 +151,16 @@ def test_unknown_size_on_kept_axis_raises():
         BatchNormLayer(InputLayer((None, None, 4)))
 
 
-def test_batch_of_one_is_an_error_at_build_time():
-    bn = BatchNormLayer(InputLayer((1, 3)))
-    with pytest.raises(ValueError, match="m >= 2"):
-        get_output(bn, pt.matrix(shape=(1, 3)))
+@pytest.mark.parametrize("mode", mode_params())
+def test_batch_of_one_trains_as_lasagne_did(mode):
+    # Lasagne: variance 0, so inv_std = 1/sqrt(epsilon) and the output is beta;
+    # the last short batch of an epoch is often of size 1.
+    bn = BatchNormLayer(InputLayer((None, 3)), beta=np.array([0.5, -1.0, 2.0]))
+    x = pt.matrix("x")
+    fn = pytensor.function([x], get_output(bn, x), mode=mode)
+    np.testing.assert_allclose(fn(np.array([[1.0, 2.0, 3.0]])), [[0.5, -1.0, 2.0]])
+    np.testing.assert_allclose(bn.mean.get_value(), [0.1, 0.2, 0.3], rtol=1e-6)
+    np.testing.assert_allclose(bn.inv_std.get_value(), 0.9 + 0.1 * 100.0, rtol=1e-5)
 
 
 # --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from lasagne_bn.layers import (
     get_output,
     set_all_param_values,
 )
-from tests.compile_modes import mode_params
+from compile_modes import mode_params
 
 DATA = np.load(os.path.join(os.path.dirname(__file__), "..", "data", "train_oracle.npz"))
 TOL = dict(rtol=1e-6, atol=1e-8)
@@ -53,7 +53,17 @@ def _float64():
         yield
 
 
-@pytest.mark.parametrize("mode", mode_params())
+def _gan_modes():
+    # Numba and JAX compile for tens of seconds; the other modes are quick.
+    return [
+        pytest.param(*p.values, marks=pytest.mark.slow, id=p.id)
+        if p.id in ("numba", "jax")
+        else p
+        for p in mode_params()
+    ]
+
+
+@pytest.mark.parametrize("mode", _gan_modes())
 def test_gan_two_passes_through_batch_norm_match_legacy(mode):
     g_in = InputLayer((None, 3))
     gen = DenseLayer(
@@ -88,6 +98,7 @@ def test_gan_two_passes_through_batch_norm_match_legacy(mode):
     _check(gen, "gan_after_d1_g")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [None, "JAX"], ids=["numba", "jax"])
 def test_conv_transposed_conv_batch_norm_adam_steps_match_legacy(mode):
     net = InputLayer((None, 2, 6, 6))
