@@ -606,3 +606,65 @@ def test_a_rejected_wrapper_leaves_the_layer_as_it_was(wrap):
         wrap(dense)
     assert list(dense.params) == [dense.W, dense.b]
     assert dense.nonlinearity is nonlinearities.rectify
+
+
+# --------------------------------------------------------------------------
+# Legacy subclasses and empty axes: Lasagne's formulas from the current attributes
+
+
+class _LayerNormSubclass(BatchNormLayer):
+    """A layer norm as legacy code wrote one: per example over the features."""
+
+    def __init__(self, incoming, **kwargs):
+        super().__init__(incoming, gamma=None, beta=None, **kwargs)
+        self.axes = (1,)  # changed after construction; no learned scale/shift
+
+
+def _lasagne_reference(x, axes, eps=1e-4):
+    mean = x.mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+
+
+@pytest.mark.parametrize("mode", mode_params())
+def test_subclass_changing_axes_normalizes_over_its_axes_and_differentiates_twice(mode):
+    layer = _LayerNormSubclass(InputLayer((None, 4)))
+    x = pt.matrix("x")
+    out = get_output(layer, x, batch_norm_update_averages=False)
+    # WGAN-GP style: a gradient penalty differentiated again w.r.t. the input.
+    g = pytensor.grad((out * pt.arange(4)).sum(), x)
+    penalty_grad = pytensor.grad(pt.sqr(g).sum(), x)
+    fn = pytensor.function([x], [out, penalty_grad], mode=mode)
+    xv = np.random.RandomState(3).randn(5, 4)
+    got, pg = fn(xv)
+    np.testing.assert_allclose(got, _lasagne_reference(xv, (1,)), rtol=1e-5, atol=1e-6)
+    assert pg.shape == (5, 4) and np.isfinite(pg).all()
+
+
+def test_subclass_with_own_parameter_shapes_updates_its_averages():
+    class PerExampleStats(BatchNormLayer):
+        def __init__(self, incoming, batch, **kwargs):
+            super().__init__(incoming, **kwargs)
+            self.axes = (1,)
+            self.gamma = self.add_param(init.Constant(2.0), (batch,), "g2")
+            self.beta = self.add_param(init.Constant(0.5), (batch,), "b2")
+            self.mean = self.add_param(init.Constant(0.0), (batch,), "m2", trainable=False)
+            self.inv_std = self.add_param(init.Constant(1.0), (batch,), "s2", trainable=False)
+
+    layer = PerExampleStats(InputLayer((3, 4)), batch=3)
+    x = pt.matrix("x")
+    fn = pytensor.function([x], get_output(layer, x))
+    xv = np.random.RandomState(4).randn(3, 4)
+    np.testing.assert_allclose(fn(xv), 2.0 * _lasagne_reference(xv, (1,)) + 0.5, rtol=1e-5)
+    np.testing.assert_allclose(layer.mean.get_value(), 0.1 * xv.mean(1), rtol=1e-5)
+    want_inv_std = 0.9 + 0.1 / np.sqrt(xv.var(1) + 1e-4)
+    np.testing.assert_allclose(layer.inv_std.get_value(), want_inv_std, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", mode_params())
+def test_empty_axes_normalize_over_nothing(mode):
+    # Lasagne: mean over no axis is the input, variance 0: the output is beta.
+    layer = BatchNormLayer(InputLayer((2, 3)), axes=(), beta=init.Constant(0.25))
+    assert layer.axes == ()
+    x = pt.matrix("x")
+    fn = pytensor.function([x], get_output(layer, x, batch_norm_update_averages=False), mode=mode)
+    np.testing.assert_allclose(fn(np.ones((2, 3))), 0.25)
