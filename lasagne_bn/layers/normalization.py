@@ -486,9 +486,7 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
             add_update(updates, self._stat2, _as_type(new_stat2, self._stat2))
     param_axes = iter(range(input.ndim - len(axes)))
     pattern = ["x" if a in axes else next(param_axes) for a in range(input.ndim)]
-    inv_std = (
-        pt.reciprocal(pt.sqrt(stat2 + epsilon)) if var_storage and use_averages else stat2
-    )
+    inv_std = pt.reciprocal(pt.sqrt(stat2 + epsilon)) if var_storage and use_averages else stat2
     beta = 0 if self.beta is None else self.beta.dimshuffle(pattern)
     gamma = 1 if self.gamma is None else self.gamma.dimshuffle(pattern)
     mean = pt.as_tensor_variable(mean).dimshuffle(pattern)

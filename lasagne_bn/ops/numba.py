@@ -254,8 +254,7 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
             # m == 1: an infinite factor and a NaN running variance, as Theano gave.
             "unb = m / (m - 1.0) if m > 1 else np.inf",
             f"rm = ({_vec('rmean')} * (1.0 - f) + mean * f).astype({st}).reshape(st_shape)",
-            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (unb * f))"
-            f".astype({st}).reshape(st_shape)",
+            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (unb * f)).astype({st}).reshape(st_shape)",
             "return out, mean_o, invstd_o, rm, rv",
         ]
     else:

@@ -65,7 +65,11 @@ def lower_train(op: BatchNormTrain, inputs):
     if len(inputs) > 4:
         factor, rmean, rvar = inputs[4:]
         results.append(pt.cast(rmean * (1.0 - factor) + mean * factor, st_dtype))
-        results.append(pt.cast(rvar * (1.0 - factor) + var * (m / pt.maximum(m - 1.0, 0.0)) * factor, st_dtype))
+        results.append(
+            pt.cast(
+                rvar * (1.0 - factor) + var * (m / pt.maximum(m - 1.0, 0.0)) * factor, st_dtype
+            )
+        )
     return results
 
 

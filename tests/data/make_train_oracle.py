@@ -122,9 +122,7 @@ for step in range(2):
         out[f"cnn_grad{step}_{i}"] = g
     out[f"cnn_loss{step}"] = train(xs, ys)
     record(net, f"cnn_after{step}")
-out["cnn_test_out"] = theano.function([Xc], get_output(net, Xc, deterministic=True))(
-    out["cnn_x0"]
-)
+out["cnn_test_out"] = theano.function([Xc], get_output(net, Xc, deterministic=True))(out["cnn_x0"])
 
 # ---------------------------------------------------------------- update rules
 r = np.random.RandomState(22)
@@ -145,7 +143,7 @@ for name, rule in rules.items():
     W = theano.shared(W0.copy(), name="W")
     l2 = T.sqr(T.dot(A, W) - B).sum() + 0.1 * T.abs_(W).sum()
     step = theano.function([], l2, updates=rule(l2, [W]))
-    for i in range(3):
+    for _ in range(3):
         step()
     out[f"upd_{name}"] = W.get_value()
 

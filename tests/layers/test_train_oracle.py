@@ -16,6 +16,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from compile_modes import mode_params
 
 from lasagne_bn import nonlinearities as nl
 from lasagne_bn import objectives, updates
@@ -30,7 +31,6 @@ from lasagne_bn.layers import (
     get_output,
     set_all_param_values,
 )
-from compile_modes import mode_params
 
 DATA = np.load(os.path.join(os.path.dirname(__file__), "..", "data", "train_oracle.npz"))
 TOL = dict(rtol=1e-6, atol=1e-8)
@@ -56,9 +56,7 @@ def _float64():
 def _gan_modes():
     # Numba and JAX compile for tens of seconds; the other modes are quick.
     return [
-        pytest.param(*p.values, marks=pytest.mark.slow, id=p.id)
-        if p.id in ("numba", "jax")
-        else p
+        pytest.param(*p.values, marks=pytest.mark.slow, id=p.id) if p.id in ("numba", "jax") else p
         for p in mode_params()
     ]
 
