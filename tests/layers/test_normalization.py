@@ -667,3 +667,21 @@ def test_empty_axes_normalize_over_nothing(mode):
     x = pt.matrix("x")
     fn = pytensor.function([x], get_output(layer, x, batch_norm_update_averages=False), mode=mode)
     np.testing.assert_allclose(fn(np.ones((2, 3))), 0.25)
+
+
+@pytest.mark.parametrize("mode", ["FAST_COMPILE", "JAX"])
+def test_two_training_passes_chain_var_storage_updates_in_loss_order(mode):
+    # Theano 1.0 applied the two running-average updates one after the other,
+    # the pass met first in the outputs first (tests/layers/test_train_oracle.py
+    # checks the inv_std storage against recorded legacy values).
+    rng = np.random.RandomState(0)
+    x1v, x2v = rng.randn(4, 3) + 5, rng.randn(5, 3) - 3
+    m0, v0 = np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 0.5])
+    bn = BatchNormLayer(InputLayer((None, 3)), mean=m0.copy(), var=v0.copy(), stat_storage="var")
+    x1, x2 = pt.matrix(), pt.matrix()
+    loss = get_output(bn, x2).sum() + get_output(bn, x1).sum()  # x2's pass first
+    pytensor.function([x1, x2], loss, mode=mode)(x1v, x2v)
+    m1, v1 = 0.9 * m0 + 0.1 * x2v.mean(0), 0.9 * v0 + 0.1 * x2v.var(0, ddof=1)
+    m2, v2 = 0.9 * m1 + 0.1 * x1v.mean(0), 0.9 * v1 + 0.1 * x1v.var(0, ddof=1)
+    np.testing.assert_allclose(bn.mean.get_value(), m2, rtol=1e-6)
+    np.testing.assert_allclose(bn.var.get_value(), v2, rtol=1e-6)
