@@ -60,6 +60,14 @@ def binary_crossentropy(predictions, targets) -> TensorVariable:
     return -(targets * pt.log(predictions) + (1 - targets) * pt.log(1 - predictions))
 
 
+def _one_hot_mask(predictions, targets):
+    """``targets[..., None] == arange(K)``, with ``K`` static where it is known (JAX)."""
+    num_cls = predictions.type.shape[-1]
+    if num_cls is None:
+        num_cls = predictions.shape[-1]
+    return pt.eq(pt.arange(num_cls), pt.shape_padright(targets))
+
+
 def categorical_crossentropy(predictions, targets) -> TensorVariable:
     """Cross-entropy between predicted distributions and targets, per example.
 
@@ -90,8 +98,11 @@ def categorical_crossentropy(predictions, targets) -> TensorVariable:
                 f"targets has dtype {targets.dtype} and ndim {targets.ndim}: class indices must "
                 "be integers (or give one-hot targets of the predictions' shape)"
             )
-        rows = pt.arange(predictions.shape[0])
-        return -pt.log(predictions[rows, targets])
+        # The target's probability picked with a one-hot mask over the class
+        # axis, not with ``arange(predictions.shape[0])``: JAX cannot build
+        # that range (nor its gradient) when the batch size is computed.
+        picked = pt.sum(pt.switch(_one_hot_mask(predictions, targets), predictions, 0), axis=-1)
+        return -pt.log(picked)
     raise TypeError(
         f"rank mismatch between targets (ndim={targets.ndim}) and predictions "
         f"(ndim={predictions.ndim})"
@@ -191,9 +202,8 @@ def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
     """
     predictions = pt.as_tensor_variable(predictions)
     targets = pt.as_tensor_variable(targets)
-    num_cls = predictions.shape[1]
     if targets.ndim == predictions.ndim - 1:
-        onehot = pt.eq(pt.arange(num_cls)[None, :], targets[:, None])
+        onehot = _one_hot_mask(predictions, targets)
     elif targets.ndim == predictions.ndim:
         onehot = pt.neq(targets, 0)
     else:

@@ -15,6 +15,7 @@ from types import MappingProxyType
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
+from lasagne_bn import utils
 from lasagne_bn.layers import Layer, get_all_params
 
 __all__ = [
@@ -43,7 +44,7 @@ def l2(x) -> TensorVariable:
 def apply_penalty(tensor_or_tensors, penalty, **kwargs) -> TensorVariable:
     """The penalty of one tensor, or the sum of the penalties of several."""
     try:
-        return sum(penalty(x, **kwargs) for x in tensor_or_tensors)
+        return utils.sum_terms(penalty(x, **kwargs) for x in tensor_or_tensors)
     except (TypeError, ValueError):
         return penalty(tensor_or_tensors, **kwargs)
 
@@ -61,7 +62,7 @@ def regularize_layer_params_weighted(
     layers, penalty, tags=_REGULARIZABLE, **kwargs
 ) -> TensorVariable:
     """Weighted sum of per-layer penalties; ``layers`` maps each layer to its coefficient."""
-    return sum(
+    return utils.sum_terms(
         coeff * apply_penalty(layer.get_params(**tags), penalty, **kwargs)
         for layer, coeff in layers.items()
     )

@@ -311,7 +311,7 @@ def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False
     Returns the rescaled tensors, and the norm before rescaling if
     ``return_norm``.
     """
-    norm = pt.sqrt(sum(pt.sum(tensor**2) for tensor in tensor_vars))
+    norm = pt.sqrt(utils.sum_terms(pt.sum(tensor**2) for tensor in tensor_vars))
     dtype = np.dtype(pytensor.config.floatX).type
     target_norm = pt.clip(norm, 0, dtype(max_norm))
     multiplier = target_norm / (dtype(epsilon) + norm)

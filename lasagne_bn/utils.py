@@ -48,11 +48,35 @@ __all__ = [
     "portable_shared",
     "set_default_update",
     "shared_empty",
+    "sum_terms",
     "unique",
 ]
 
 #: Types accepted wherever an integer is expected (Python and NumPy ints).
 int_types = (numbers.Integral, np.integer)
+
+
+def sum_terms(terms: Iterable):
+    """The sum of ``terms``, built so that every compilation mode runs it.
+
+    Python's ``sum`` gives a chain of additions that PyTensor flattens into
+    one ``add`` with an input per term; with more than 31 inputs
+    ``FAST_COMPILE`` and the python linker fail (PyTensor 3.0.7: NumPy
+    ufuncs take at most 32 operands).  Many scalar terms (an L2 penalty over
+    every parameter) are summed as a dot product with ones instead, which
+    no rewrite turns back into one wide ``add``.  Few terms, or non-scalar
+    ones, are added as Python's ``sum`` would (``0`` for no terms).
+
+    >>> w = [pytensor.shared(np.ones(2) * i) for i in range(40)]
+    >>> float(sum_terms([pt.sum(v) for v in w]).eval(mode="FAST_COMPILE"))
+    1560.0
+    """
+    terms = list(terms)
+    tensors = [t for t in terms if isinstance(t, Variable)]
+    if len(terms) <= 4 or len(tensors) != len(terms) or any(t.ndim != 0 for t in tensors):
+        return sum(terms)
+    stacked = pt.stack(terms)
+    return pt.dot(pt.ones((len(terms),), dtype=stacked.dtype), stacked)
 
 
 def floatX(arr) -> np.ndarray:

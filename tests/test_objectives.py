@@ -117,3 +117,25 @@ def test_accuracies():
     np.testing.assert_array_equal(ev(O.categorical_accuracy(P, T_IDX, top_k=2)), want)
     with pytest.raises(TypeError, match="rank mismatch"):
         O.categorical_accuracy(P, np.zeros((6, 4, 1)))
+
+
+def test_integer_target_losses_trace_under_jax_with_a_computed_batch_size():
+    # The batch size of these predictions is computed (a reshape), so
+    # arange(predictions.shape[0]) could not be traced by JAX.
+    pytest.importorskip("jax")
+    x, t = pt.matrix("x"), pt.ivector("t")
+    w = pytensor.shared(np.arange(12.0).reshape(4, 3) * 0.1, name="W")
+    p = pt.special.softmax(pt.dot(x, w), axis=-1).reshape((-1, 3))
+    xv = np.random.RandomState(0).randn(6, 4)
+    tv = np.array([0, 2, 1, 2, 0, 1], dtype="int32")
+    for loss_fn in (O.categorical_crossentropy, O.multiclass_hinge_loss):
+        loss = loss_fn(p, t).mean()
+        outs = [loss, pytensor.grad(loss, w)]
+        want = pytensor.function([x, t], outs, mode="FAST_COMPILE")(xv, tv)
+        got = pytensor.function([x, t], outs, mode="JAX")(xv, tv)
+        for g, r in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(g), r, rtol=1e-10, atol=1e-12)
+    probs = np.exp(xv @ w.get_value())
+    probs /= probs.sum(1, keepdims=True)
+    cce = pytensor.function([x, t], O.categorical_crossentropy(p, t), mode="JAX")
+    np.testing.assert_allclose(np.asarray(cce(xv, tv)), -np.log(probs[np.arange(6), tv]))

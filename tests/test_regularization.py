@@ -43,3 +43,25 @@ def test_regularize_layers_and_network():
     everything = regularize_network_params(top, l1, tags={})
     # W 12, beta 0, gamma 2, mean 0, inv_std 2, top W 2, top b 5
     assert float(everything.eval(mode="FAST_COMPILE")) == 23
+
+
+def test_penalty_over_forty_params_runs_in_every_mode():
+    # An L2 penalty over 40 parameters: Python's sum became one 40-input add,
+    # which FAST_COMPILE and the python linker could not run.
+    import pytensor
+    from pytensor.compile.mode import Mode
+
+    from lasagne_bn.updates import total_norm_constraint
+
+    params = [pytensor.shared(np.full(2, float(i)), name=f"w{i}") for i in range(40)]
+    want = sum(2.0 * i * i for i in range(40))
+    penalty = apply_penalty(params, l2)
+    weighted = regularize_layer_params_weighted({DenseLayer(InputLayer((None, 2)), 1): 0.5}, l2)
+    scaled = total_norm_constraint(params, max_norm=1.0)
+    grad = pytensor.grad(penalty, params[3])
+    for mode in ["FAST_COMPILE", Mode(linker="py", optimizer=None)]:
+        fn = pytensor.function([], [penalty, grad, scaled[39], weighted], mode=mode)
+        value, g, s39, _ = fn()
+        np.testing.assert_allclose(value, want)
+        np.testing.assert_allclose(g, [6.0, 6.0])
+        np.testing.assert_allclose(s39, np.full(2, 39.0) / np.sqrt(want), rtol=1e-6)

@@ -69,6 +69,8 @@ _DEFAULT_VAR = init.Constant(1)
 
 
 def _normalize_axes(axes, ndim: int, what: str = "axes") -> tuple[int, ...]:
+    """``axes`` as a sorted tuple of non-negative ints; ``()`` (normalize over
+    nothing, as NumPy reduces over no axis) is allowed, as Lasagne allowed it."""
     if isinstance(axes, str):
         if axes != "auto":
             raise ValueError(
@@ -90,8 +92,6 @@ def _normalize_axes(axes, ndim: int, what: str = "axes") -> tuple[int, ...]:
                 f"{what}={tuple(items)!r} is out of range for a {ndim}-dimensional input"
             )
         result.append(int(a) % ndim)
-    if not result:
-        raise ValueError(f"{what}=() is empty: expected at least one axis to normalize over")
     if len(set(result)) != len(result):
         raise ValueError(f"{what}={tuple(items)!r} repeats an axis")
     return tuple(sorted(result))
@@ -219,6 +219,10 @@ class BatchNormLayer(Layer):
     'var'
     """
 
+    # Class-level defaults for subclasses whose __init__ skips ours.
+    stat_storage = "inv_std"
+    _built_axes = None
+
     def __init__(
         self,
         incoming,
@@ -254,6 +258,9 @@ class BatchNormLayer(Layer):
                 f"got input_shape={self.input_shape!r} with axes={self.axes!r}"
             )
         self.param_shape = shape
+        # What the parameters were built for; a subclass that changes
+        # ``self.axes`` or the parameters afterwards gets Lasagne's formulas.
+        self._built_axes = self.axes
         if beta is None:
             self.beta = None
         else:
@@ -282,6 +289,30 @@ class BatchNormLayer(Layer):
     def _stat2(self):
         """The stored statistic besides the mean: ``inv_std`` or ``var``."""
         return self.inv_std if self.stat_storage == "inv_std" else self.var
+
+    def _fits_ops(self, ndim: int) -> bool:
+        """Whether the layer is as ``__init__`` built it, so the fused ops apply.
+
+        Legacy subclasses set ``axes`` or their own parameters after
+        construction (a layer norm written as a BatchNormLayer); those, and
+        an empty ``axes``, take :meth:`_lasagne_output` instead.
+        """
+        if not self._built_axes or self.axes != self._built_axes:
+            return False
+        if len(self.param_shape) != ndim - len(self.axes):
+            return False
+        for var in (self.gamma, self.beta, self.mean, self._stat2):
+            if var is None:
+                continue
+            if not isinstance(var, Variable) or var.ndim != len(self.param_shape):
+                return False
+            if isinstance(var, SharedVariable):
+                shape = np.shape(var.get_value(borrow=True))
+            else:
+                shape = var.type.shape
+            if any(s is not None and s != p for s, p in zip(shape, self.param_shape, strict=True)):
+                return False
+        return True
 
     def _scale_shift(self, dtype: str):
         """``gamma`` and ``beta`` in reduced layout; constants where they are None."""
@@ -352,6 +383,8 @@ class BatchNormLayer(Layer):
             if batch_norm_update_averages is None
             else batch_norm_update_averages
         )
+        if not self._fits_ops(input.ndim):
+            return self._lasagne_output(input, use_averages, update_averages)
         gamma, beta = self._scale_shift(input.dtype)
         if not update_averages:
             if use_averages:
@@ -410,6 +443,81 @@ class BatchNormLayer(Layer):
         if use_averages:
             return self._with_averages(input, gamma, beta, run_mean, run_stat2)
         return _out
+
+
+def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
+    """Lasagne's own formulas, from whatever ``axes`` and parameters the layer has now.
+
+    Used for what the fused ops do not describe: an empty ``axes`` (the
+    statistics are the input itself and variance 0) and subclasses that
+    change ``axes`` or the parameters after construction.  ``gamma`` /
+    ``beta`` of None are the scalars 1 and 0, as in Lasagne.
+    """
+    axes = self.axes
+    if isinstance(axes, utils.int_types):
+        axes = (axes,)
+    axes = tuple(axes)
+    if axes:
+        input_mean = input.mean(axes)
+        input_var = input.var(axes)
+    else:
+        input_mean = input
+        input_var = pt.zeros_like(input)
+    epsilon = self.epsilon
+    input_inv_std = pt.reciprocal(pt.sqrt(input_var + epsilon))
+    var_storage = self.stat_storage == "var"
+    if use_averages:
+        mean, stat2 = self.mean, self._stat2
+    else:
+        mean, stat2 = input_mean, input_var if var_storage else input_inv_std
+    if update_averages:
+        updates = active_updates()
+        if updates is None:
+            run_mean = _aliased_clone(self.mean, _value_shape(self.mean), self.name)
+            run_stat2 = _aliased_clone(self._stat2, _value_shape(self._stat2), self.name)
+        else:
+            run_mean, run_stat2 = self.mean, self._stat2
+        keep, take = self._average_weights(run_mean.dtype)
+        if var_storage:
+            m = 1
+            for a in axes:
+                m = m * input.shape[a]
+            m = pt.cast(m, "float64")
+            batch_stat2 = input_var * (m / pt.maximum(m - 1.0, 0.0))
+        else:
+            batch_stat2 = input_inv_std
+        new_mean = keep * run_mean + take * input_mean
+        new_stat2 = keep * run_stat2 + take * batch_stat2
+        if updates is None:
+            utils.set_default_update(run_mean, _as_type(new_mean, run_mean))
+            utils.set_default_update(run_stat2, _as_type(new_stat2, run_stat2))
+            mean = _depends_on(mean, run_mean, run_stat2)
+        else:
+            add_update(updates, self.mean, _as_type(new_mean, self.mean))
+            add_update(updates, self._stat2, _as_type(new_stat2, self._stat2))
+    param_axes = iter(range(input.ndim - len(axes)))
+    pattern = ["x" if a in axes else next(param_axes) for a in range(input.ndim)]
+    inv_std = pt.reciprocal(pt.sqrt(stat2 + epsilon)) if var_storage and use_averages else stat2
+    beta = 0 if self.beta is None else self.beta.dimshuffle(pattern)
+    gamma = 1 if self.gamma is None else self.gamma.dimshuffle(pattern)
+    mean = pt.as_tensor_variable(mean).dimshuffle(pattern)
+    inv_std = pt.as_tensor_variable(inv_std).dimshuffle(pattern)
+    return pt.cast((input - mean) * (gamma * inv_std) + beta, input.dtype)
+
+
+BatchNormLayer._lasagne_output = _lasagne_output
+
+
+def _value_shape(var) -> tuple:
+    return np.shape(var.get_value(borrow=True)) if isinstance(var, SharedVariable) else ()
+
+
+def _as_type(expr, var):
+    """``expr`` with exactly ``var``'s type, as an update of ``var`` must have."""
+    expr = pt.cast(expr, var.dtype)
+    if expr.type.shape != var.type.shape:
+        expr = pt.specify_shape(expr, var.type.shape)
+    return var.type.filter_variable(expr, allow_convert=True)
 
 
 def batch_norm(layer, **kwargs):
@@ -551,6 +659,10 @@ class StandardizationLayer(Layer):
         self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
 
     def get_output_for(self, input, **kwargs):
+        if not self.axes:
+            # Over no axis the mean is the input and the variance 0 (NumPy's rule).
+            eps = pt.constant(self.epsilon, dtype=input.dtype)
+            return (input - input) / pt.sqrt(eps)
         mean, var = moments(input, self.axes, keepdims=True)
         std = pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype))
         return pt.cast((input - mean) / std, input.dtype)

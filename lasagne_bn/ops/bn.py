@@ -120,11 +120,10 @@ def check_static_m(x: Variable, axes: Sequence[int]) -> None:
     sizes = [x.type.shape[a] for a in axes]
     if all(s is not None for s in sizes):
         m = int(np.prod(sizes))
-        if m < 2:
+        if m < 1:
             raise ValueError(
                 f"inputs has shape {x.type.shape} and axes={tuple(axes)}: each statistic "
-                f"would be computed from m={m} value(s); training needs m >= 2 "
-                "(use batch_normalization_test, or a larger batch)"
+                f"would be computed from m={m} values; training needs m >= 1"
             )
 
 
@@ -193,11 +192,17 @@ def _check_runtime(x: np.ndarray, axes: Sequence[int], **params: np.ndarray) -> 
     return reduced_size(x.shape, axes)
 
 
+def unbiasing(m: int) -> float:
+    """``m / (m - 1)``; infinite for ``m == 1``, so the running variance of a
+    one-value batch becomes NaN (``0 * inf``), as Theano 1.0's did."""
+    return m / (m - 1) if m > 1 else float("inf")
+
+
 def _check_m(m: int, x: np.ndarray, axes: Sequence[int]) -> None:
-    if m < 2:
+    if m < 1:
         raise ValueError(
-            f"inputs of shape {x.shape} with axes={tuple(axes)} gives m={m} value(s) per "
-            "statistic; training needs m >= 2"
+            f"inputs of shape {x.shape} with axes={tuple(axes)} gives m={m} values per "
+            "statistic; training needs m >= 1"
         )
 
 
@@ -378,7 +383,7 @@ class BatchNormTrain(Op):
             m = reduced_size(x.shape, self.axes)
             f = float(factor)
             output_storage[3][0] = (rmean * (1 - f) + mean * f).astype(st_dtype)
-            output_storage[4][0] = (rvar * (1 - f) + var * (m / (m - 1)) * f).astype(st_dtype)
+            output_storage[4][0] = (rvar * (1 - f) + var * unbiasing(m) * f).astype(st_dtype)
 
     def infer_shape(self, fgraph, node, shapes):
         xs = shapes[0]

@@ -116,10 +116,10 @@ def _check_shapes(op, x, names, params):
 
 def _check_m(op, x):
     m = reduced_size(x.shape, op.axes)
-    if m < 2:
+    if m < 1:
         raise ValueError(
             f"{op}: inputs of shape {x.shape} gives m={m} value(s) per statistic; "
-            "training needs m >= 2"
+            "training needs m >= 1"
         )
 
 
@@ -140,7 +140,7 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
             factor, rmean, rvar = running
             m = _total(reduced_size(x.shape, axes), axis_name)
             new_mean = rmean * (1 - factor) + mean * factor
-            new_var = rvar * (1 - factor) + var * (m / (m - 1)) * factor
+            new_var = rvar * (1 - factor) + var * (m / (m - 1) if m > 1 else np.inf) * factor
             results += (new_mean.astype(st), new_var.astype(st))
         return results
 

@@ -150,9 +150,9 @@ def _scalar_check(name: str, var: str, upper: bool) -> list[str]:
 
 def _m_check(op_name: str) -> list[str]:
     return [
-        "if A * B < 2:\n"
-        f"        raise ValueError('{op_name}: training needs at least 2 values per statistic "
-        "(m >= 2); got m < 2')"
+        "if A * B < 1:\n"
+        f"        raise ValueError('{op_name}: training needs at least 1 value per statistic "
+        "(m >= 1); got m = 0')"
     ]
 
 
@@ -251,9 +251,10 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
         # On (C,) vectors: n-d broadcasting expressions cost seconds to compile.
         body += [
             "m = A * B",
+            # m == 1: an infinite factor and a NaN running variance, as Theano gave.
+            "unb = m / (m - 1.0) if m > 1 else np.inf",
             f"rm = ({_vec('rmean')} * (1.0 - f) + mean * f).astype({st}).reshape(st_shape)",
-            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (m / (m - 1.0) * f))"
-            f".astype({st}).reshape(st_shape)",
+            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (unb * f)).astype({st}).reshape(st_shape)",
             "return out, mean_o, invstd_o, rm, rv",
         ]
     else:

@@ -36,7 +36,7 @@ from lasagne_bn.ops.bn import (
 def checked(x, op, *conditions):
     """``x``, with the runtime checks the other backends make (ValueError)."""
     messages = {
-        "m": f"{op}: training needs at least 2 values per statistic (m >= 2)",
+        "m": f"{op}: training needs at least 1 value per statistic (m >= 1)",
         "epsilon": f"{op}: epsilon must be > 0",
         "factor": f"{op}: running_average_factor must be in [0, 1]",
     }
@@ -51,7 +51,7 @@ def lower_train(op: BatchNormTrain, inputs):
     axes = op.axes
     st_dtype = gamma.type.dtype
     m = symbolic_m(x, axes, "float64")
-    conditions = [("m", pt.ge(m, 2)), ("epsilon", pt.gt(epsilon, 0))]
+    conditions = [("m", pt.ge(m, 1)), ("epsilon", pt.gt(epsilon, 0))]
     if len(inputs) > 4:
         conditions.append(("factor", pt.and_(pt.ge(inputs[4], 0), pt.le(inputs[4], 1))))
     x = checked(x, op, *conditions)
@@ -65,7 +65,11 @@ def lower_train(op: BatchNormTrain, inputs):
     if len(inputs) > 4:
         factor, rmean, rvar = inputs[4:]
         results.append(pt.cast(rmean * (1.0 - factor) + mean * factor, st_dtype))
-        results.append(pt.cast(rvar * (1.0 - factor) + var * (m / (m - 1.0)) * factor, st_dtype))
+        results.append(
+            pt.cast(
+                rvar * (1.0 - factor) + var * (m / pt.maximum(m - 1.0, 0.0)) * factor, st_dtype
+            )
+        )
     return results
 
 
@@ -76,7 +80,7 @@ def local_lower_batch_norm(fgraph, node):
         results = lower_train(op, node.inputs)
     elif isinstance(op, BatchNormTrainGrad):
         x, *rest = node.inputs
-        x = checked(x, op, ("m", pt.ge(symbolic_m(x, op.axes, "float64"), 2)))
+        x = checked(x, op, ("m", pt.ge(symbolic_m(x, op.axes, "float64"), 1)))
         results = list(train_grad_graph(op.axes, x, *rest))
     elif isinstance(op, BatchNormInference):
         x, *rest = node.inputs

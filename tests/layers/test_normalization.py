@@ -129,7 +129,6 @@ def test_axes_variants_and_none_params():
     [
         ({"axes": (0, 5)}, ValueError, "out of range"),
         ({"axes": (0, 0)}, ValueError, "repeats"),
-        ({"axes": ()}, ValueError, "empty"),
         ({"axes": "spatial"}, ValueError, "'spatial'"),
         ({"axes": (0, 1.5)}, TypeError, "only ints"),
         ({"stat_storage": "std"}, ValueError, "stat_storage='std'"),
@@ -151,10 +150,16 @@ def test_unknown_size_on_kept_axis_raises():
         BatchNormLayer(InputLayer((None, None, 4)))
 
 
-def test_batch_of_one_is_an_error_at_build_time():
-    bn = BatchNormLayer(InputLayer((1, 3)))
-    with pytest.raises(ValueError, match="m >= 2"):
-        get_output(bn, pt.matrix(shape=(1, 3)))
+@pytest.mark.parametrize("mode", mode_params())
+def test_batch_of_one_trains_as_lasagne_did(mode):
+    # Lasagne: variance 0, so inv_std = 1/sqrt(epsilon) and the output is beta;
+    # the last short batch of an epoch is often of size 1.
+    bn = BatchNormLayer(InputLayer((None, 3)), beta=np.array([0.5, -1.0, 2.0]))
+    x = pt.matrix("x")
+    fn = pytensor.function([x], get_output(bn, x), mode=mode)
+    np.testing.assert_allclose(fn(np.array([[1.0, 2.0, 3.0]])), [[0.5, -1.0, 2.0]])
+    np.testing.assert_allclose(bn.mean.get_value(), [0.1, 0.2, 0.3], rtol=1e-6)
+    np.testing.assert_allclose(bn.inv_std.get_value(), 0.9 + 0.1 * 100.0, rtol=1e-5)
 
 
 # --------------------------------------------------------------------------
@@ -600,3 +605,83 @@ def test_a_rejected_wrapper_leaves_the_layer_as_it_was(wrap):
         wrap(dense)
     assert list(dense.params) == [dense.W, dense.b]
     assert dense.nonlinearity is nonlinearities.rectify
+
+
+# --------------------------------------------------------------------------
+# Legacy subclasses and empty axes: Lasagne's formulas from the current attributes
+
+
+class _LayerNormSubclass(BatchNormLayer):
+    """A layer norm as legacy code wrote one: per example over the features."""
+
+    def __init__(self, incoming, **kwargs):
+        super().__init__(incoming, gamma=None, beta=None, **kwargs)
+        self.axes = (1,)  # changed after construction; no learned scale/shift
+
+
+def _lasagne_reference(x, axes, eps=1e-4):
+    mean = x.mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+
+
+@pytest.mark.parametrize("mode", mode_params())
+def test_subclass_changing_axes_normalizes_over_its_axes_and_differentiates_twice(mode):
+    layer = _LayerNormSubclass(InputLayer((None, 4)))
+    x = pt.matrix("x")
+    out = get_output(layer, x, batch_norm_update_averages=False)
+    # WGAN-GP style: a gradient penalty differentiated again w.r.t. the input.
+    g = pytensor.grad((out * pt.arange(4)).sum(), x)
+    penalty_grad = pytensor.grad(pt.sqr(g).sum(), x)
+    fn = pytensor.function([x], [out, penalty_grad], mode=mode)
+    xv = np.random.RandomState(3).randn(5, 4)
+    got, pg = fn(xv)
+    np.testing.assert_allclose(got, _lasagne_reference(xv, (1,)), rtol=1e-5, atol=1e-6)
+    assert pg.shape == (5, 4) and np.isfinite(pg).all()
+
+
+def test_subclass_with_own_parameter_shapes_updates_its_averages():
+    class PerExampleStats(BatchNormLayer):
+        def __init__(self, incoming, batch, **kwargs):
+            super().__init__(incoming, **kwargs)
+            self.axes = (1,)
+            self.gamma = self.add_param(init.Constant(2.0), (batch,), "g2")
+            self.beta = self.add_param(init.Constant(0.5), (batch,), "b2")
+            self.mean = self.add_param(init.Constant(0.0), (batch,), "m2", trainable=False)
+            self.inv_std = self.add_param(init.Constant(1.0), (batch,), "s2", trainable=False)
+
+    layer = PerExampleStats(InputLayer((3, 4)), batch=3)
+    x = pt.matrix("x")
+    fn = pytensor.function([x], get_output(layer, x))
+    xv = np.random.RandomState(4).randn(3, 4)
+    np.testing.assert_allclose(fn(xv), 2.0 * _lasagne_reference(xv, (1,)) + 0.5, rtol=1e-5)
+    np.testing.assert_allclose(layer.mean.get_value(), 0.1 * xv.mean(1), rtol=1e-5)
+    want_inv_std = 0.9 + 0.1 / np.sqrt(xv.var(1) + 1e-4)
+    np.testing.assert_allclose(layer.inv_std.get_value(), want_inv_std, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", mode_params())
+def test_empty_axes_normalize_over_nothing(mode):
+    # Lasagne: mean over no axis is the input, variance 0: the output is beta.
+    layer = BatchNormLayer(InputLayer((2, 3)), axes=(), beta=init.Constant(0.25))
+    assert layer.axes == ()
+    x = pt.matrix("x")
+    fn = pytensor.function([x], get_output(layer, x, batch_norm_update_averages=False), mode=mode)
+    np.testing.assert_allclose(fn(np.ones((2, 3))), 0.25)
+
+
+@pytest.mark.parametrize("mode", ["FAST_COMPILE", "JAX"])
+def test_two_training_passes_chain_var_storage_updates_in_loss_order(mode):
+    # Theano 1.0 applied the two running-average updates one after the other,
+    # the pass met first in the outputs first (tests/layers/test_train_oracle.py
+    # checks the inv_std storage against recorded legacy values).
+    rng = np.random.RandomState(0)
+    x1v, x2v = rng.randn(4, 3) + 5, rng.randn(5, 3) - 3
+    m0, v0 = np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 0.5])
+    bn = BatchNormLayer(InputLayer((None, 3)), mean=m0.copy(), var=v0.copy(), stat_storage="var")
+    x1, x2 = pt.matrix(), pt.matrix()
+    loss = get_output(bn, x2).sum() + get_output(bn, x1).sum()  # x2's pass first
+    pytensor.function([x1, x2], loss, mode=mode)(x1v, x2v)
+    m1, v1 = 0.9 * m0 + 0.1 * x2v.mean(0), 0.9 * v0 + 0.1 * x2v.var(0, ddof=1)
+    m2, v2 = 0.9 * m1 + 0.1 * x1v.mean(0), 0.9 * v1 + 0.1 * x1v.var(0, ddof=1)
+    np.testing.assert_allclose(bn.mean.get_value(), m2, rtol=1e-6)
+    np.testing.assert_allclose(bn.var.get_value(), v2, rtol=1e-6)

@@ -35,8 +35,11 @@ def test_nonlinearity_layer():
     l_in = InputLayer((None, 3, 4, 5))
     np.testing.assert_array_equal(_run(NonlinearityLayer(l_in), X4), np.maximum(X4, 0))
     np.testing.assert_array_equal(_run(NonlinearityLayer(l_in, None), X4), X4)
+    # As in Lasagne, any object is stored (mocks); calling it is what fails.
+    stand_in = object()
+    assert NonlinearityLayer(l_in, stand_in).nonlinearity is stand_in
     with pytest.raises(TypeError, match="callable"):
-        NonlinearityLayer(l_in, "relu")
+        NonlinearityLayer(l_in, "relu").get_output_for(pt.tensor4())
 
 
 @pytest.mark.parametrize(
