@@ -16,6 +16,9 @@ nothing is unrolled (no ``im2col``) for unit strides:
 - other strides: the image is unrolled (``im2col``) per image into a
   thread-local buffer and ``col2im`` scatters the input gradient back.
 
+3-D convolutions are sums over the filters' depth taps of these 2-D ones
+(see :func:`conv3d_forward`).
+
 The product itself is a register-blocked micro-kernel written in LLVM IR
 (:func:`microkernel`): an ``MR x NR`` block of the result stays in vector
 registers (``NR`` = two SIMD vectors of the host's widest width) while it
