@@ -45,7 +45,9 @@ def expected():
 
 
 # The default (Numba) mode is checked against a NumPy reference in tests/ops/test_conv3d.py.
-@pytest.mark.parametrize("mode_name", ["fast_compile", "jax"])
+@pytest.mark.parametrize(
+    "mode_name", ["fast_compile", pytest.param("jax", marks=pytest.mark.slow)]
+)
 def test_theano_conv3d_functions_match_theano(legacy, expected, mode_name):
     if mode_name == "jax":
         pytest.importorskip("jax")
