@@ -73,7 +73,6 @@ ALIASES = {
     "theano.compile.nanguardmode": "pytensor.compile.debug.nanguardmode",
     "theano.compile.profiling": "pytensor.compile.debug.profiling",
     "theano.compile.monitormode": "pytensor.compile.debug.monitormode",
-    "theano.scan_module.scan_utils": "pytensor.scan.utils",
     "theano.scan_module.scan_op": "pytensor.scan.op",
     "theano.scan_module.scan": "pytensor.scan.basic",
     "theano.scan_module.scan_opt": "pytensor.scan.rewriting",

@@ -574,6 +574,8 @@ DEFAULT_EQUIVALENTS = {
         {
             "theano.tensor.nnet.conv2d",
             "theano.tensor.nnet.abstract_conv.conv2d",
+            "theano.tensor.nnet.conv3d",
+            "theano.tensor.nnet.abstract_conv.conv3d",
             "lasagne.theano_extensions.conv.conv1d_mc0",
         }
     ),
@@ -744,6 +746,9 @@ class Rebuilder:
             and (takes_kwargs or "name" in signature.parameters)
         ):
             kwargs["name"] = state["name"]
+        # Lasagne's conv layers take num_groups through **kwargs (BaseConvLayer's)
+        if takes_kwargs and state.get("num_groups", 1) != 1 and "num_groups" not in kwargs:
+            kwargs["num_groups"] = state["num_groups"]
         try:
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:

@@ -46,7 +46,6 @@ version = __version__
 OrderedUpdates = _OrderedDict
 
 
-
 change_flags = config.change_flags
 subgraph_grad = _gradient.subgraph_grad
 get_scalar_constant_value = get_underlying_scalar_constant_value

@@ -1,7 +1,8 @@
 """Convolution layers with Lasagne's constructors, parameters and shape rules.
 
-``Conv1DLayer``, ``Conv2DLayer``, ``TransposedConv2DLayer`` (alias
-``Deconv2DLayer``), ``DilatedConv2DLayer`` and ``PadLayer``, on the Ops of
+``Conv1DLayer``, ``Conv2DLayer``, ``Conv3DLayer``, ``TransposedConv2DLayer``
+and ``TransposedConv3DLayer`` (aliases ``Deconv2DLayer``, ``Deconv3DLayer``),
+``DilatedConv2DLayer`` and ``PadLayer``, on the Ops of
 :mod:`lasagne_bn.ops.conv`.  As in Lasagne:
 
 - ``W`` has shape ``(num_filters, channels // num_groups) + filter_size``
@@ -26,15 +27,24 @@ from pytensor.graph.basic import Variable
 
 from lasagne_bn import init, nonlinearities
 from lasagne_bn.layers.base import Layer
-from lasagne_bn.ops.conv import conv1d, conv2d, conv2d_grad_wrt_inputs
+from lasagne_bn.ops.conv import (
+    conv1d,
+    conv2d,
+    conv2d_grad_wrt_inputs,
+    conv3d,
+    conv3d_grad_wrt_inputs,
+)
 from lasagne_bn.utils import as_tuple, int_types
 
 __all__ = [
     "Conv1DLayer",
     "Conv2DLayer",
+    "Conv3DLayer",
     "Deconv2DLayer",
+    "Deconv3DLayer",
     "DilatedConv2DLayer",
     "TransposedConv2DLayer",
+    "TransposedConv3DLayer",
     "conv_input_length",
     "conv_output_length",
 ]
@@ -182,18 +192,18 @@ class BaseConvLayer(Layer):
         elif pad in ("full", "same"):
             self.pad = pad
         elif isinstance(pad, str):
-            # a TypeError, as Lasagne's (its as_tuple wanted an int or iterable of int)
+            # TypeError, as Lasagne's (a string is an iterable of non-ints there)
             raise TypeError(
-                f"pad={pad!r}: expected 'valid', 'full', 'same', an int or iterable of int "
-                f"({n} of them); layer name={name!r}"
+                f"pad={pad!r}: expected 'valid', 'full', 'same', a single int or an iterable "
+                f"of int ({n} values); layer name={name!r}"
             )
         else:
             try:
                 self.pad = as_tuple(pad, n, int_types)
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"pad={pad!r}: expected 'valid', 'full', 'same', an int or a tuple of {n} "
-                    f"ints; layer name={name!r}"
+            except (TypeError, ValueError) as err:
+                raise type(err)(
+                    f"pad={pad!r}: expected 'valid', 'full', 'same', a single int or an "
+                    f"iterable of int ({n} values); layer name={name!r}"
                 ) from None
             if any(p < 0 for p in self.pad):
                 raise ValueError(f"pad={pad!r} must be >= 0; layer name={name!r}")
@@ -351,7 +361,136 @@ class Conv2DLayer(BaseConvLayer):
     convolve = Conv1DLayer.convolve  # the same call; ``convolution`` is 2-D here
 
 
-class TransposedConv2DLayer(BaseConvLayer):
+class Conv3DLayer(BaseConvLayer):
+    """3-D convolution of ``(batch, channels, depth, rows, cols)`` input.
+
+    See :class:`BaseConvLayer`; ``convolution`` defaults (``None``) to
+    :func:`lasagne_bn.ops.conv.conv3d`.
+
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Conv3DLayer(InputLayer((None, 2, 8, 9, 10)), 4, 3, stride=(1, 2, 2), pad='same')
+    >>> l.output_shape, l.W.get_value().shape
+    ((None, 4, 8, 5, 5), (4, 2, 3, 3, 3))
+    """
+
+    def __init__(
+        self,
+        incoming,
+        num_filters,
+        filter_size,
+        stride=(1, 1, 1),
+        pad=0,
+        untie_biases=False,
+        W=init.GlorotUniform(),
+        b=init.Constant(0.0),
+        nonlinearity=nonlinearities.rectify,
+        flip_filters=True,
+        convolution=None,
+        **kwargs,
+    ):
+        super().__init__(
+            incoming,
+            num_filters,
+            filter_size,
+            stride,
+            pad,
+            untie_biases,
+            W,
+            b,
+            nonlinearity,
+            flip_filters,
+            n=3,
+            **kwargs,
+        )
+        self.convolution = conv3d if convolution is None else convolution
+
+    convolve = Conv1DLayer.convolve  # the same call; ``convolution`` is 3-D here
+
+
+class _TransposedConvLayer(BaseConvLayer):
+    """The transposed convolution over ``n`` spatial axes (see :class:`TransposedConv2DLayer`)."""
+
+    _n = 0
+    _grad_inputs = None
+
+    def __init__(
+        self,
+        incoming,
+        num_filters,
+        filter_size,
+        stride,
+        crop,
+        untie_biases,
+        W,
+        b,
+        nonlinearity,
+        flip_filters,
+        output_size,
+        **kwargs,
+    ):
+        n = self._n
+        if output_size is not None and not isinstance(output_size, Variable):
+            output_size = _positive_tuple(output_size, n, "output_size", kwargs.get("name"))
+        self.output_size = output_size
+        super().__init__(
+            incoming,
+            num_filters,
+            filter_size,
+            stride,
+            crop,
+            untie_biases,
+            W,
+            b,
+            nonlinearity,
+            flip_filters,
+            n=n,
+            **kwargs,
+        )
+        self.crop = self.pad
+        del self.pad
+
+    def get_W_shape(self):
+        if self.input_shape[1] is None:
+            raise ValueError(
+                f"the number of input channels must be known to create the filters; input "
+                f"shape {self.input_shape!r}; layer name={self.name!r}"
+            )
+        return (self.input_shape[1], self.num_filters) + self.filter_size
+
+    def get_output_shape_for(self, input_shape):
+        if self.output_size is not None:
+            size = (None,) * self.n if isinstance(self.output_size, Variable) else self.output_size
+            return (input_shape[0], self.num_filters, *size)
+        crop = getattr(self, "crop", getattr(self, "pad", None))
+        crop = crop if isinstance(crop, tuple) else (crop,) * self.n
+        return (input_shape[0], self.num_filters) + tuple(
+            conv_input_length(i, f, s, p)
+            for i, f, s, p in zip(
+                input_shape[2:], self.filter_size, self.stride, crop, strict=True
+            )
+        )
+
+    def convolve(self, input, **kwargs):
+        border_mode = "half" if self.crop == "same" else self.crop
+        if isinstance(self.output_size, Variable):
+            output_size = self.output_size
+            output_size = [output_size[i] for i in range(self.n)]
+        else:
+            output_size = self.output_shape[2:]
+            if any(s is None for s in output_size):
+                output_size = self.get_output_shape_for(input.shape)[2:]
+        return type(self)._grad_inputs(
+            input,
+            self.W,
+            (None, None, *output_size),
+            filter_shape=self.get_W_shape(),
+            border_mode=border_mode,
+            subsample=self.stride,
+            filter_flip=not self.flip_filters,
+        )
+
+
+class TransposedConv2DLayer(_TransposedConvLayer):
     """Transposed 2-D convolution ("deconvolution"): the backward pass of a convolution.
 
     Think of it as spreading the input out by ``stride`` (``stride - 1``
@@ -374,6 +513,9 @@ class TransposedConv2DLayer(BaseConvLayer):
     ((None, 8, 14, 14), (16, 8, 4, 4))
     """
 
+    _n = 2
+    _grad_inputs = staticmethod(conv2d_grad_wrt_inputs)
+
     def __init__(
         self,
         incoming,
@@ -389,9 +531,6 @@ class TransposedConv2DLayer(BaseConvLayer):
         output_size=None,
         **kwargs,
     ):
-        if output_size is not None and not isinstance(output_size, Variable):
-            output_size = _positive_tuple(output_size, 2, "output_size", kwargs.get("name"))
-        self.output_size = output_size
         super().__init__(
             incoming,
             num_filters,
@@ -403,53 +542,62 @@ class TransposedConv2DLayer(BaseConvLayer):
             b,
             nonlinearity,
             flip_filters,
-            n=2,
+            output_size,
             **kwargs,
-        )
-        self.crop = self.pad
-        del self.pad
-
-    def get_W_shape(self):
-        if self.input_shape[1] is None:
-            raise ValueError(
-                f"the number of input channels must be known to create the filters; input "
-                f"shape {self.input_shape!r}; layer name={self.name!r}"
-            )
-        return (self.input_shape[1], self.num_filters) + self.filter_size
-
-    def get_output_shape_for(self, input_shape):
-        if self.output_size is not None:
-            size = (None, None) if isinstance(self.output_size, Variable) else self.output_size
-            return input_shape[0], self.num_filters, size[0], size[1]
-        crop = getattr(self, "crop", getattr(self, "pad", None))
-        crop = crop if isinstance(crop, tuple) else (crop,) * self.n
-        return (input_shape[0], self.num_filters) + tuple(
-            conv_input_length(i, f, s, p)
-            for i, f, s, p in zip(
-                input_shape[2:], self.filter_size, self.stride, crop, strict=True
-            )
-        )
-
-    def convolve(self, input, **kwargs):
-        border_mode = "half" if self.crop == "same" else self.crop
-        if isinstance(self.output_size, Variable):
-            output_size = self.output_size
-        else:
-            output_size = self.output_shape[2:]
-            if any(s is None for s in output_size):
-                output_size = self.get_output_shape_for(input.shape)[2:]
-        return conv2d_grad_wrt_inputs(
-            input,
-            self.W,
-            (None, None, output_size[0], output_size[1]),
-            filter_shape=self.get_W_shape(),
-            border_mode=border_mode,
-            subsample=self.stride,
-            filter_flip=not self.flip_filters,
         )
 
 
 Deconv2DLayer = TransposedConv2DLayer
+
+
+class TransposedConv3DLayer(_TransposedConvLayer):
+    """Transposed 3-D convolution ("deconvolution"), as :class:`TransposedConv2DLayer`.
+
+    Input ``(batch, channels, depth, rows, cols)``; ``W`` has shape
+    ``(channels, num_filters) + filter_size``; ``output_size`` takes three
+    sizes (or a symbolic vector of three).
+
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = TransposedConv3DLayer(InputLayer((None, 4, 3, 5, 5)), 2, 3, stride=2, crop='same')
+    >>> l.output_shape, l.W.get_value().shape
+    ((None, 2, 5, 9, 9), (4, 2, 3, 3, 3))
+    """
+
+    _n = 3
+    _grad_inputs = staticmethod(conv3d_grad_wrt_inputs)
+
+    def __init__(
+        self,
+        incoming,
+        num_filters,
+        filter_size,
+        stride=(1, 1, 1),
+        crop=0,
+        untie_biases=False,
+        W=init.GlorotUniform(),
+        b=init.Constant(0.0),
+        nonlinearity=nonlinearities.rectify,
+        flip_filters=False,
+        output_size=None,
+        **kwargs,
+    ):
+        super().__init__(
+            incoming,
+            num_filters,
+            filter_size,
+            stride,
+            crop,
+            untie_biases,
+            W,
+            b,
+            nonlinearity,
+            flip_filters,
+            output_size,
+            **kwargs,
+        )
+
+
+Deconv3DLayer = TransposedConv3DLayer
 
 
 class DilatedConv2DLayer(BaseConvLayer):

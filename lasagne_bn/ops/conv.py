@@ -1,33 +1,38 @@
-"""N-channel 2-D convolution Ops with Theano 1.0's semantics (PyTensor 3 has none).
+"""N-channel 2-D and 3-D convolution Ops with Theano 1.0's semantics (PyTensor 3 has none).
 
 Three Ops cover convolution and both of its gradients; each is the
 transpose of the others, so every gradient (of any order) is again one of
 them:
 
-- :class:`Conv2d` ``(img, kern) -> out``, the forward convolution;
-- :class:`Conv2dGradInputs` ``(kern, topgrad, shape) -> img`` (also the
+- :class:`Conv` ``(img, kern) -> out``, the forward convolution;
+- :class:`ConvGradInputs` ``(kern, topgrad, shape) -> img`` (also the
   *transposed* convolution, or "deconvolution");
-- :class:`Conv2dGradWeights` ``(img, topgrad, shape) -> kern``.
+- :class:`ConvGradWeights` ``(img, topgrad, shape) -> kern``.
 
-Layouts are Theano's: images ``(batch, channels, rows, cols)``, filters
-``(out channels, in channels // num_groups, rows, cols)``.  With
+They are written once for any number of spatial axes (``convdim``);
+:class:`Conv2d`, :class:`Conv2dGradInputs`, :class:`Conv2dGradWeights` and
+the ``Conv3d`` ones only fix it to 2 or 3.  Layouts are Theano's: images
+``(batch, channels, [depth,] rows, cols)``, filters ``(out channels, in
+channels // num_groups, [depth,] rows, cols)``.  With
 ``filter_flip=True`` (the default) the filters are flipped before being
 slid over the input, a true convolution; with ``False`` it is a
 cross-correlation.  ``border_mode`` is ``'valid'``, ``'full'``, ``'half'``
-(``'same'`` is accepted as an alias), an int, or a pair whose items are ints
-or ``(before, after)`` pairs.  ``'full'`` and ``'half'`` pad by
+(``'same'`` is accepted as an alias), an int, or a tuple (one item per
+spatial axis) whose items are ints or ``(before, after)`` pairs.  ``'full'`` and ``'half'`` pad by
 ``dilated_kernel - 1`` and ``dilated_kernel // 2`` on both sides.
 
 Every kernel works on the *correlation* form: ``out[n, f, y, x] = sum over
 c, i, j of pad(img)[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] * k[f, c, i, j]``
-with ``k`` the (possibly flipped) filters.  The ``perform`` methods are the
-vectorised NumPy implementation that ``FAST_COMPILE``, the python linker
-and CVM run; :mod:`lasagne_bn.ops.numba_conv` and
-:mod:`lasagne_bn.ops.jax_conv` hold the fast kernels.
+with ``k`` the (possibly flipped) filters (a depth axis adds a third
+index the same way).  The ``perform`` methods are the vectorised NumPy
+implementation that ``FAST_COMPILE``, the python linker and CVM run;
+:mod:`lasagne_bn.ops.numba_conv` and :mod:`lasagne_bn.ops.jax_conv` hold
+the fast kernels.
 """
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Sequence
 
@@ -46,8 +51,14 @@ from pytensor.tensor.type import TensorType
 FLOAT_DTYPES = ("float16", "float32", "float64")
 BORDER_STRINGS = ("valid", "full", "half")
 
-Pads = tuple[tuple[int, int], tuple[int, int]]
+Pads = tuple[tuple[int, int], ...]
 BorderMode = str | Pads
+
+SPATIAL_NAMES = {1: "length", 2: "rows, cols", 3: "depth, rows, cols"}
+
+
+def _spatial_names(n: int) -> str:
+    return SPATIAL_NAMES.get(n, f"{n} spatial axes")
 
 
 # --------------------------------------------------------------------------
@@ -150,9 +161,16 @@ def conv_output_size(size, k, pad, stride, dilation):
 
 
 def get_conv_output_shape(image_shape, kernel_shape, border_mode, subsample, filter_dilation=None):
-    """Theano's output shape: ``(batch, out channels, rows, cols)``, ``None`` if unknown."""
+    """Theano's output shape: ``(batch, out channels, *spatial)``, ``None`` if unknown.
+
+    >>> get_conv_output_shape((8, 3, 16, 32, 30), (16, 3, 3, 5, 5), "half", (1, 2, 3))
+    (8, 16, 16, 16, 10)
+    """
     n = len(image_shape) - 2
-    dilation = filter_dilation if filter_dilation is not None else (1,) * n
+    dilation = as_int_tuple(
+        filter_dilation if filter_dilation is not None else 1, "filter_dilation", n
+    )
+    subsample = as_int_tuple(subsample, "subsample", n)
     mode = normalize_border_mode(border_mode, n)
     kern = kernel_shape[-n:]
     spatial = []
@@ -172,15 +190,19 @@ def get_conv_output_shape(image_shape, kernel_shape, border_mode, subsample, fil
 
 
 class ConvParams:
-    """Validated convolution parameters shared by the three Ops."""
+    """Validated convolution parameters shared by the three Ops (``convdim`` spatial axes)."""
 
-    def __init__(self, border_mode, subsample, filter_flip, filter_dilation, num_groups):
-        self.border_mode = normalize_border_mode(border_mode, 2)
-        self.subsample = as_int_tuple(subsample, "subsample", 2)
+    def __init__(
+        self, border_mode, subsample, filter_flip, filter_dilation, num_groups, convdim: int = 2
+    ):
+        self.convdim = int(convdim)
+        n = self.convdim
+        self.border_mode = normalize_border_mode(border_mode, n)
+        self.subsample = as_int_tuple(subsample, "subsample", n)
         if not isinstance(filter_flip, bool | np.bool_):
             raise TypeError(f"filter_flip={filter_flip!r}: expected True or False")
         self.filter_flip = bool(filter_flip)
-        self.filter_dilation = as_int_tuple(filter_dilation, "filter_dilation", 2)
+        self.filter_dilation = as_int_tuple(filter_dilation, "filter_dilation", n)
         if not _is_int(num_groups):
             raise TypeError(f"num_groups={num_groups!r}: expected a positive int")
         if num_groups < 1:
@@ -222,11 +244,13 @@ def _as_float_pair(a, b, name_a: str, name_b: str):
     return pt.cast(a, dtype), pt.cast(b, dtype)
 
 
-def _as_shape_input(shape, name: str) -> Variable:
-    """A length-2 int64 vector (the spatial shape an Op must produce)."""
+def _as_shape_input(shape, name: str, n: int = 2) -> Variable:
+    """A length-``n`` int64 vector (the spatial shape an Op must produce)."""
     if isinstance(shape, list | tuple):
-        if len(shape) != 2:
-            raise ValueError(f"{name}={shape!r}: expected the 2 spatial sizes (rows, cols)")
+        if len(shape) != n:
+            raise ValueError(
+                f"{name}={shape!r}: expected the {n} spatial sizes ({_spatial_names(n)})"
+            )
         for v in shape:
             if v is None or isinstance(v, bool | float | str):
                 raise TypeError(
@@ -237,9 +261,11 @@ def _as_shape_input(shape, name: str) -> Variable:
         shape = pt.stack([pt.cast(pt.as_tensor_variable(v), "int64") for v in shape])
     var = pt.as_tensor_variable(shape)
     if var.type.ndim != 1 or not var.type.dtype.startswith(("int", "uint")):
-        raise TypeError(f"{name} must be a vector of 2 ints, got {var.type}")
-    if var.type.shape[0] not in (None, 2):
-        raise ValueError(f"{name} has {var.type.shape[0]} entries; expected 2 (rows, cols)")
+        raise TypeError(f"{name} must be a vector of {n} ints, got {var.type}")
+    if var.type.shape[0] not in (None, n):
+        raise ValueError(
+            f"{name} has {var.type.shape[0]} entries; expected {n} ({_spatial_names(n)})"
+        )
     return pt.cast(var, "int64")
 
 
@@ -264,8 +290,8 @@ def _static_scalar(v: Variable) -> int | None:
     return None
 
 
-def static_ints(var: Variable) -> tuple[int | None, int | None]:
-    """The values of a length-2 shape vector that are known when the graph is built.
+def static_ints(var: Variable, n: int = 2) -> tuple[int | None, ...]:
+    """The values of a length-``n`` shape vector that are known when the graph is built.
 
     Understands constants and ``MakeVector``s of known scalars (constants,
     ``Shape_i`` of static sizes).
@@ -274,12 +300,12 @@ def static_ints(var: Variable) -> tuple[int | None, int | None]:
         return tuple(int(v) for v in var.data)
     owner = var.owner
     if owner is None:
-        return (None, None)
+        return (None,) * n
     if isinstance(owner.op, Elemwise) and len(owner.inputs) == 1:  # a cast
-        return static_ints(owner.inputs[0])
+        return static_ints(owner.inputs[0], n)
     if isinstance(owner.op, MakeVector):
         return tuple(_static_scalar(v) for v in owner.inputs)
-    return (None, None)
+    return (None,) * n
 
 
 def _static_pads(params: ConvParams, kernel: Sequence[int | None]) -> list | None:
@@ -292,7 +318,7 @@ def _static_pads(params: ConvParams, kernel: Sequence[int | None]) -> list | Non
 def _spatial_out(params: ConvParams, image, kernel) -> list[int | None]:
     pads = _static_pads(params, kernel)
     out = []
-    for i in range(2):
+    for i in range(params.convdim):
         if pads is None or image[i] is None or kernel[i] is None:
             out.append(None)
         else:
@@ -358,37 +384,40 @@ def check_static_conv(
 # NumPy kernels (vectorised; the reference every backend is tested against)
 
 
-def runtime_pads(params, kh: int, kw: int) -> list[tuple[int, int]]:
+def runtime_pads(params, *kernel: int) -> list[tuple[int, int]]:
+    """Explicit ``(before, after)`` pads for filters of spatial shape ``kernel``."""
     return [
         tuple(int(v) for v in p)
-        for p in resolve_pads(params.border_mode, (kh, kw), params.filter_dilation)
+        for p in resolve_pads(params.border_mode, kernel, params.filter_dilation)
     ]
 
 
-def check_runtime(params, x_shape, w_shape, top_shape=None, where="conv2d") -> tuple[int, int]:
+def check_runtime(params, x_shape, w_shape, top_shape=None, where="conv2d") -> tuple[int, ...]:
     """Shape checks when values are known; returns the output spatial shape."""
     spatial = check_static_conv(params, x_shape, w_shape, top_shape, where)
-    return int(spatial[0]), int(spatial[1])
+    return tuple(int(s) for s in spatial)
 
 
 def _padded(x: np.ndarray, pads) -> np.ndarray:
     if all(p == (0, 0) for p in pads):
         return x
-    (pt_, pb), (pl, pr) = pads
-    out = np.zeros(x.shape[:2] + (x.shape[2] + pt_ + pb, x.shape[3] + pl + pr), dtype=x.dtype)
-    out[:, :, pt_ : pt_ + x.shape[2], pl : pl + x.shape[3]] = x
+    shape = x.shape[:2] + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads, strict=True))
+    out = np.zeros(shape, dtype=x.dtype)
+    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads, strict=True))
+    out[(slice(None), slice(None), *inner)] = x
     return out
 
 
-def _windows(xp: np.ndarray, kh, kw, ho, wo, params) -> np.ndarray:
-    """Read-only view ``(N, C, Ho, Wo, kh, kw)`` of every receptive field."""
-    sh, sw = params.subsample
-    dh, dw = params.filter_dilation
-    s_n, s_c, s_h, s_w = xp.strides
+def _windows(xp: np.ndarray, kernel, out_spatial, params) -> np.ndarray:
+    """Read-only view ``(N, C, *out_spatial, *kernel)`` of every receptive field."""
+    strides = xp.strides
+    spatial = strides[2:]
     return as_strided(
         xp,
-        shape=xp.shape[:2] + (ho, wo, kh, kw),
-        strides=(s_n, s_c, s_h * sh, s_w * sw, s_h * dh, s_w * dw),
+        shape=xp.shape[:2] + tuple(out_spatial) + tuple(kernel),
+        strides=strides[:2]
+        + tuple(s * st for s, st in zip(spatial, params.subsample, strict=True))
+        + tuple(s * d for s, d in zip(spatial, params.filter_dilation, strict=True)),
         writeable=False,
     )
 
@@ -398,85 +427,98 @@ def _work(dtype) -> np.dtype:
 
 
 def _oriented(w: np.ndarray, flip: bool) -> np.ndarray:
-    return w[:, :, ::-1, ::-1] if flip else w
+    return w[(slice(None), slice(None)) + (slice(None, None, -1),) * (w.ndim - 2)] if flip else w
 
 
-def np_conv2d(x, w, params) -> np.ndarray:
-    """Forward convolution of ``x`` (N, C, H, W) with ``w`` (F, C/G, kh, kw)."""
-    ho, wo = check_runtime(params, x.shape, w.shape)
+def np_conv(x, w, params) -> np.ndarray:
+    """Forward convolution of ``x`` (N, C, *spatial) with ``w`` (F, C/G, *kernel)."""
+    out_spatial = check_runtime(params, x.shape, w.shape)
+    n = params.convdim
     work = _work(x.dtype)
-    kh, kw = w.shape[2:]
+    kernel = w.shape[2:]
     g = params.num_groups
     cg, fg = x.shape[1] // g, w.shape[0] // g
-    xp = _padded(x.astype(work, copy=False), runtime_pads(params, kh, kw))
-    win = _windows(xp, kh, kw, ho, wo, params)
+    xp = _padded(x.astype(work, copy=False), runtime_pads(params, *kernel))
+    win = _windows(xp, kernel, out_spatial, params)
     k = _oriented(w.astype(work, copy=False), params.filter_flip)
-    out = np.empty((x.shape[0], w.shape[0], ho, wo), dtype=work)
+    out = np.empty((x.shape[0], w.shape[0], *out_spatial), dtype=work)
+    win_axes = [1, *range(2 + n, 2 + 2 * n)]
     for gi in range(g):
         res = np.tensordot(
             win[:, gi * cg : (gi + 1) * cg],
             k[gi * fg : (gi + 1) * fg],
-            axes=([1, 4, 5], [1, 2, 3]),
-        )
-        out[:, gi * fg : (gi + 1) * fg] = res.transpose(0, 3, 1, 2)
+            axes=(win_axes, list(range(1, n + 2))),
+        )  # (N, *out_spatial, Fg)
+        out[:, gi * fg : (gi + 1) * fg] = np.moveaxis(res, -1, 1)
     return out.astype(x.dtype, copy=False)
 
 
-def np_conv2d_grad_inputs(w, dy, shape, params) -> np.ndarray:
+def np_conv_grad_inputs(w, dy, shape, params) -> np.ndarray:
     """Gradient of the forward convolution w.r.t. an input of spatial ``shape``."""
-    h, wd = int(shape[0]), int(shape[1])
+    spatial = tuple(int(v) for v in shape)
+    n = params.convdim
     g = params.num_groups
-    n, f = dy.shape[:2]
+    nb, f = dy.shape[:2]
     c = w.shape[1] * g
-    check_runtime(params, (n, c, h, wd), w.shape, dy.shape, "conv2d_grad_wrt_inputs")
+    check_runtime(params, (nb, c, *spatial), w.shape, dy.shape, f"conv{n}d_grad_wrt_inputs")
     work = _work(dy.dtype)
-    kh, kw = w.shape[2:]
-    ho, wo = dy.shape[2:]
-    pads = runtime_pads(params, kh, kw)
-    (pt_, pb), (pl, pr) = pads
-    sh, sw = params.subsample
-    dh, dw = params.filter_dilation
+    kernel = w.shape[2:]
+    out_spatial = dy.shape[2:]
+    pads = runtime_pads(params, *kernel)
     cg, fg = c // g, f // g
     k = _oriented(w.astype(work, copy=False), params.filter_flip)
     dyw = dy.astype(work, copy=False)
-    dxp = np.zeros((n, c, h + pt_ + pb, wd + pl + pr), dtype=work)
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pads, strict=True))
+    dxp = np.zeros((nb, c, *padded), dtype=work)
     for gi in range(g):
-        # (N, Ho, Wo, Cg, kh, kw): every tap's contribution, then a strided add per tap
+        # (N, *out_spatial, Cg, *kernel): every tap's contribution, then a strided add per tap
         contrib = np.tensordot(
             dyw[:, gi * fg : (gi + 1) * fg], k[gi * fg : (gi + 1) * fg], axes=([1], [0])
         )
-        for i in range(kh):
-            for j in range(kw):
-                rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)
-                cols = slice(j * dw, j * dw + sw * (wo - 1) + 1, sw)
-                dxp[:, gi * cg : (gi + 1) * cg, rows, cols] += contrib[..., i, j].transpose(
-                    0, 3, 1, 2
+        for tap in itertools.product(*(range(k_) for k_ in kernel)):
+            region = tuple(
+                slice(t * d, t * d + s * (o - 1) + 1, s)
+                for t, d, s, o in zip(
+                    tap, params.filter_dilation, params.subsample, out_spatial, strict=True
                 )
-    dx = dxp[:, :, pt_ : pt_ + h, pl : pl + wd]
+            )
+            dxp[(slice(None), slice(gi * cg, (gi + 1) * cg), *region)] += np.moveaxis(
+                contrib[(Ellipsis, *tap)], -1, 1
+            )
+    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(spatial, pads, strict=True))
+    dx = dxp[(slice(None), slice(None), *inner)]
     return np.ascontiguousarray(dx).astype(dy.dtype, copy=False)
 
 
-def np_conv2d_grad_weights(x, dy, shape, params) -> np.ndarray:
+def np_conv_grad_weights(x, dy, shape, params) -> np.ndarray:
     """Gradient of the forward convolution w.r.t. filters of spatial ``shape``."""
-    kh, kw = int(shape[0]), int(shape[1])
+    kernel = tuple(int(v) for v in shape)
+    n = params.convdim
     g = params.num_groups
     f = dy.shape[1]
-    w_shape = (f, x.shape[1] // g, kh, kw)
-    check_runtime(params, x.shape, w_shape, dy.shape, "conv2d_grad_wrt_weights")
+    w_shape = (f, x.shape[1] // g, *kernel)
+    check_runtime(params, x.shape, w_shape, dy.shape, f"conv{n}d_grad_wrt_weights")
     work = _work(x.dtype)
-    ho, wo = dy.shape[2:]
+    out_spatial = dy.shape[2:]
     cg, fg = x.shape[1] // g, f // g
-    xp = _padded(x.astype(work, copy=False), runtime_pads(params, kh, kw))
-    win = _windows(xp, kh, kw, ho, wo, params)
+    xp = _padded(x.astype(work, copy=False), runtime_pads(params, *kernel))
+    win = _windows(xp, kernel, out_spatial, params)
     dyw = dy.astype(work, copy=False)
-    dk = np.empty((f, cg, kh, kw), dtype=work)
+    dk = np.empty((f, cg, *kernel), dtype=work)
+    reduce_axes = [0, *range(2, n + 2)]
     for gi in range(g):
         dk[gi * fg : (gi + 1) * fg] = np.tensordot(
             dyw[:, gi * fg : (gi + 1) * fg],
             win[:, gi * cg : (gi + 1) * cg],
-            axes=([0, 2, 3], [0, 2, 3]),
+            axes=(reduce_axes, reduce_axes),
         )
     return np.ascontiguousarray(_oriented(dk, params.filter_flip)).astype(x.dtype, copy=False)
+
+
+# 2-D names (the functions work for any number of spatial axes)
+np_conv2d = np_conv
+np_conv2d_grad_inputs = np_conv_grad_inputs
+np_conv2d_grad_weights = np_conv_grad_weights
 
 
 # --------------------------------------------------------------------------
@@ -487,18 +529,43 @@ def _disconnected(g) -> bool:
     return g is None or isinstance(g.type, DisconnectedType)
 
 
+def _layout(kind: str, n: int) -> str:
+    spatial = _spatial_names(n)
+    if kind == "filters":
+        return f"(out channels, in channels // num_groups, {spatial})"
+    if kind == "output_grad":
+        return f"(batch, out channels, {spatial})"
+    return f"(batch, channels, {spatial})"
+
+
 class _ConvOp(Op):
+    """Shared parameters of the convolution Ops; ``convdim`` is set by each subclass."""
+
     __props__ = ("border_mode", "subsample", "filter_flip", "filter_dilation", "num_groups")
+    convdim: int = 0  # number of spatial axes
+    kind: int = 0  # 0 forward, 1 input gradient, 2 filter gradient
 
     def __init__(
         self,
         border_mode: BorderMode = "valid",
-        subsample=(1, 1),
+        subsample=None,
         filter_flip: bool = True,
-        filter_dilation=(1, 1),
+        filter_dilation=None,
         num_groups: int = 1,
     ):
-        p = ConvParams(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+        n = self.convdim
+        if n < 1:
+            raise TypeError(
+                f"{type(self).__name__} is generic; use Conv2d/Conv3d (or their gradient Ops)"
+            )
+        p = ConvParams(
+            border_mode,
+            (1,) * n if subsample is None else subsample,
+            filter_flip,
+            (1,) * n if filter_dilation is None else filter_dilation,
+            num_groups,
+            n,
+        )
         self.border_mode = p.border_mode
         self.subsample = p.subsample
         self.filter_flip = p.filter_flip
@@ -507,41 +574,52 @@ class _ConvOp(Op):
 
     @property
     def params(self) -> ConvParams:
-        return ConvParams(**self._props_dict())
+        return ConvParams(**self._props_dict(), convdim=self.convdim)
 
-    def sibling(self, cls):
-        return cls(**self._props_dict())
+    def sibling(self, cls_or_kind):
+        """The Op of kind ``forward``/``grad_inputs``/``grad_weights`` (or a class) alike."""
+        if isinstance(cls_or_kind, str):
+            cls_or_kind = FAMILIES[self.convdim][KINDS.index(cls_or_kind)]
+        return cls_or_kind(**self._props_dict())
 
     def do_constant_folding(self, fgraph, node):
         return False
 
 
-class Conv2d(_ConvOp):
-    """Forward 2-D convolution ``(img, kern) -> out`` (NCHW, OIHW)."""
+KINDS = ("forward", "grad_inputs", "grad_weights")
+
+
+class Conv(_ConvOp):
+    """Forward convolution ``(img, kern) -> out`` over ``convdim`` spatial axes."""
+
+    kind = 0
 
     def make_node(self, img, kern):
+        n = self.convdim
         img, kern = _as_float_pair(img, kern, "input", "filters")
-        _check_ndim(img, "input", 4, "(batch, channels, rows, cols)")
-        _check_ndim(kern, "filters", 4, "(out channels, in channels // num_groups, rows, cols)")
-        spatial = check_static_conv(self.params, img.type.shape, kern.type.shape)
+        _check_ndim(img, "input", n + 2, _layout("input", n))
+        _check_ndim(kern, "filters", n + 2, _layout("filters", n))
+        spatial = check_static_conv(
+            self.params, img.type.shape, kern.type.shape, where=f"conv{n}d"
+        )
         out = TensorType(img.type.dtype, shape=(img.type.shape[0], kern.type.shape[0], *spatial))
         return Apply(self, [img, kern], [out()])
 
     def perform(self, node, inputs, output_storage):
         x, w = inputs
-        output_storage[0][0] = np_conv2d(x, w, self.params)
+        output_storage[0][0] = np_conv(x, w, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
-        (n, _, _, _), (f, _, _, _) = shapes
-        return [static_or(node.outputs[0], (n, f, None, None))]
+        ishp, kshp = shapes
+        return [static_or(node.outputs[0], (ishp[0], kshp[0]) + (None,) * self.convdim)]
 
     def pullback(self, inputs, outputs, cotangents):
         img, kern = inputs
         (g,) = cotangents
         if _disconnected(g):
             return [disconnected_type(), disconnected_type()]
-        d_img = self.sibling(Conv2dGradInputs)(kern, g, spatial_shape(img))
-        d_kern = self.sibling(Conv2dGradWeights)(img, g, spatial_shape(kern))
+        d_img = self.sibling("grad_inputs")(kern, g, spatial_shape(img))
+        d_kern = self.sibling("grad_weights")(img, g, spatial_shape(kern))
         return [_like(d_img, img), _like(d_kern, kern)]
 
 
@@ -572,37 +650,39 @@ def _like(var: Variable, ref: Variable) -> Variable:
     return pt.specify_shape(pt.cast(var, ref.type.dtype), ref.type.shape)
 
 
-class Conv2dGradInputs(_ConvOp):
-    """Gradient of :class:`Conv2d` w.r.t. its input: ``(kern, topgrad, shape) -> img``.
+class ConvGradInputs(_ConvOp):
+    """Gradient of :class:`Conv` w.r.t. its input: ``(kern, topgrad, shape) -> img``.
 
-    ``shape`` is the input's spatial shape ``(rows, cols)``: with a stride,
-    several input sizes give the same output size.  This is also the
-    transposed convolution.
+    ``shape`` is the input's spatial shape (``convdim`` sizes): with a
+    stride, several input sizes give the same output size.  This is also
+    the transposed convolution.
     """
 
+    kind = 1
+
     def make_node(self, kern, topgrad, shape):
+        n = self.convdim
+        where = f"conv{n}d_grad_wrt_inputs"
         kern, topgrad = _as_float_pair(kern, topgrad, "filters", "output_grad")
-        _check_ndim(kern, "filters", 4, "(out channels, in channels // num_groups, rows, cols)")
-        _check_ndim(topgrad, "output_grad", 4, "(batch, out channels, rows, cols)")
-        shape = _as_shape_input(shape, "input_shape[2:]")
-        hw = static_ints(shape)
+        _check_ndim(kern, "filters", n + 2, _layout("filters", n))
+        _check_ndim(topgrad, "output_grad", n + 2, _layout("output_grad", n))
+        shape = _as_shape_input(shape, "input_shape[2:]", n)
+        spatial = static_ints(shape, n)
         g = self.num_groups
         c = kern.type.shape[1] * g if kern.type.shape[1] is not None else None
-        img_shape = (topgrad.type.shape[0], c, *hw)
-        check_static_conv(
-            self.params, img_shape, kern.type.shape, topgrad.type.shape, "conv2d_grad_wrt_inputs"
-        )
+        img_shape = (topgrad.type.shape[0], c, *spatial)
+        check_static_conv(self.params, img_shape, kern.type.shape, topgrad.type.shape, where)
         out = TensorType(topgrad.type.dtype, shape=img_shape)
         return Apply(self, [kern, topgrad, shape], [out()])
 
     def perform(self, node, inputs, output_storage):
         w, dy, shape = inputs
-        output_storage[0][0] = np_conv2d_grad_inputs(w, dy, shape, self.params)
+        output_storage[0][0] = np_conv_grad_inputs(w, dy, shape, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
         kshp, tshp, _ = shapes
         channels = kshp[1] if self.num_groups == 1 else None
-        return [static_or(node.outputs[0], (tshp[0], channels, None, None))]
+        return [static_or(node.outputs[0], (tshp[0], channels) + (None,) * self.convdim)]
 
     def connection_pattern(self, node):
         return [[True], [True], [False]]
@@ -612,41 +692,43 @@ class Conv2dGradInputs(_ConvOp):
         (g,) = cotangents
         if _disconnected(g):
             return [disconnected_type()] * 3
-        d_kern = self.sibling(Conv2dGradWeights)(g, top, spatial_shape(kern))
-        d_top = self.sibling(Conv2d)(g, kern)
+        d_kern = self.sibling("grad_weights")(g, top, spatial_shape(kern))
+        d_top = self.sibling("forward")(g, kern)
         return [_like(d_kern, kern), _like(d_top, top), disconnected_type()]
 
 
-class Conv2dGradWeights(_ConvOp):
-    """Gradient of :class:`Conv2d` w.r.t. its filters: ``(img, topgrad, shape) -> kern``.
+class ConvGradWeights(_ConvOp):
+    """Gradient of :class:`Conv` w.r.t. its filters: ``(img, topgrad, shape) -> kern``.
 
-    ``shape`` is the filters' spatial shape ``(rows, cols)``.
+    ``shape`` is the filters' spatial shape (``convdim`` sizes).
     """
 
+    kind = 2
+
     def make_node(self, img, topgrad, shape):
+        n = self.convdim
+        where = f"conv{n}d_grad_wrt_weights"
         img, topgrad = _as_float_pair(img, topgrad, "input", "output_grad")
-        _check_ndim(img, "input", 4, "(batch, channels, rows, cols)")
-        _check_ndim(topgrad, "output_grad", 4, "(batch, out channels, rows, cols)")
-        shape = _as_shape_input(shape, "filter_shape[2:]")
-        khw = static_ints(shape)
+        _check_ndim(img, "input", n + 2, _layout("input", n))
+        _check_ndim(topgrad, "output_grad", n + 2, _layout("output_grad", n))
+        shape = _as_shape_input(shape, "filter_shape[2:]", n)
+        kernel = static_ints(shape, n)
         g = self.num_groups
         c = img.type.shape[1]
         cg = c // g if c is not None and c % g == 0 else None
-        kern_shape = (topgrad.type.shape[1], cg, *khw)
-        check_static_conv(
-            self.params, img.type.shape, kern_shape, topgrad.type.shape, "conv2d_grad_wrt_weights"
-        )
+        kern_shape = (topgrad.type.shape[1], cg, *kernel)
+        check_static_conv(self.params, img.type.shape, kern_shape, topgrad.type.shape, where)
         out = TensorType(img.type.dtype, shape=kern_shape)
         return Apply(self, [img, topgrad, shape], [out()])
 
     def perform(self, node, inputs, output_storage):
         x, dy, shape = inputs
-        output_storage[0][0] = np_conv2d_grad_weights(x, dy, shape, self.params)
+        output_storage[0][0] = np_conv_grad_weights(x, dy, shape, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
         ishp, tshp, _ = shapes
         channels = ishp[1] if self.num_groups == 1 else None
-        return [static_or(node.outputs[0], (tshp[1], channels, None, None))]
+        return [static_or(node.outputs[0], (tshp[1], channels) + (None,) * self.convdim)]
 
     def connection_pattern(self, node):
         return [[True], [True], [False]]
@@ -656,9 +738,52 @@ class Conv2dGradWeights(_ConvOp):
         (g,) = cotangents
         if _disconnected(g):
             return [disconnected_type()] * 3
-        d_img = self.sibling(Conv2dGradInputs)(g, top, spatial_shape(img))
-        d_top = self.sibling(Conv2d)(img, g)
+        d_img = self.sibling("grad_inputs")(g, top, spatial_shape(img))
+        d_top = self.sibling("forward")(img, g)
         return [_like(d_img, img), _like(d_top, top), disconnected_type()]
+
+
+class Conv2d(Conv):
+    """Forward 2-D convolution ``(img, kern) -> out`` (NCHW, OIHW)."""
+
+    convdim = 2
+
+
+class Conv2dGradInputs(ConvGradInputs):
+    """Gradient of :class:`Conv2d` w.r.t. its input (the transposed 2-D convolution)."""
+
+    convdim = 2
+
+
+class Conv2dGradWeights(ConvGradWeights):
+    """Gradient of :class:`Conv2d` w.r.t. its filters."""
+
+    convdim = 2
+
+
+class Conv3d(Conv):
+    """Forward 3-D convolution ``(img, kern) -> out`` (NCDHW, OIDHW)."""
+
+    convdim = 3
+
+
+class Conv3dGradInputs(ConvGradInputs):
+    """Gradient of :class:`Conv3d` w.r.t. its input (the transposed 3-D convolution)."""
+
+    convdim = 3
+
+
+class Conv3dGradWeights(ConvGradWeights):
+    """Gradient of :class:`Conv3d` w.r.t. its filters."""
+
+    convdim = 3
+
+
+#: ``convdim -> (forward, input gradient, filter gradient)`` Op classes.
+FAMILIES = {
+    2: (Conv2d, Conv2dGradInputs, Conv2dGradWeights),
+    3: (Conv3d, Conv3dGradInputs, Conv3dGradWeights),
+}
 
 
 # --------------------------------------------------------------------------
@@ -696,6 +821,61 @@ def _apply_shape_hint(var: Variable, hint, name: str, ndim: int) -> Variable:
     return pt.specify_shape(var, tuple(clean))
 
 
+def _as_nd(var, name: str, n: int):
+    var = pt.as_tensor_variable(var)
+    _check_ndim(var, name, n + 2, _layout(name, n))
+    return var
+
+
+def _as_4d(var, name):
+    return _as_nd(var, name, 2)
+
+
+def _conv_nd(n, input, filters, input_shape, filter_shape, kwargs):
+    op = FAMILIES[n][0](**kwargs)
+    input = _apply_shape_hint(_as_nd(input, "input", n), input_shape, "input_shape", n + 2)
+    filters = _apply_shape_hint(_as_nd(filters, "filters", n), filter_shape, "filter_shape", n + 2)
+    return op(input, filters)
+
+
+def _grad_inputs_nd(n, output_grad, filters, input_shape, filter_shape, kwargs):
+    op = FAMILIES[n][1](**kwargs)
+    if input_shape is None or len(input_shape) != n + 2:
+        raise ValueError(
+            f"input_shape={input_shape!r}: expected {n + 2} entries (batch, channels, "
+            f"{_spatial_names(n)}); the {n} spatial sizes are required"
+        )
+    filters = _apply_shape_hint(_as_nd(filters, "filters", n), filter_shape, "filter_shape", n + 2)
+    output_grad = _as_nd(output_grad, "output_grad", n)
+    out = op(filters, output_grad, list(input_shape[2:]))
+    hint = [v if _is_int(v) else None for v in input_shape]
+    return _apply_shape_hint(out, hint, "input_shape", n + 2)
+
+
+def _grad_weights_nd(n, input, output_grad, filter_shape, input_shape, kwargs):
+    op = FAMILIES[n][2](**kwargs)
+    if filter_shape is None or len(filter_shape) != n + 2:
+        raise ValueError(
+            f"filter_shape={filter_shape!r}: expected {n + 2} entries (out channels, "
+            f"channels, {_spatial_names(n)}); the {n} spatial sizes are required"
+        )
+    input = _apply_shape_hint(_as_nd(input, "input", n), input_shape, "input_shape", n + 2)
+    output_grad = _as_nd(output_grad, "output_grad", n)
+    out = op(input, output_grad, list(filter_shape[2:]))
+    hint = [v if _is_int(v) else None for v in filter_shape]
+    return _apply_shape_hint(out, hint, "filter_shape", n + 2)
+
+
+def _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups) -> dict:
+    return dict(
+        border_mode=border_mode,
+        subsample=subsample,
+        filter_flip=filter_flip,
+        filter_dilation=filter_dilation,
+        num_groups=num_groups,
+    )
+
+
 def conv2d(
     input,
     filters,
@@ -730,20 +910,8 @@ def conv2d(
     -------
     4-D tensor ``(batch, out channels, out rows, out cols)``.
     """
-    op = Conv2d(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    input = _apply_shape_hint(_as_4d(input, "input"), input_shape, "input_shape", 4)
-    filters = _apply_shape_hint(_as_4d(filters, "filters"), filter_shape, "filter_shape", 4)
-    return op(input, filters)
-
-
-def _as_4d(var, name):
-    var = pt.as_tensor_variable(var)
-    layouts = {
-        "filters": "(out channels, in channels // num_groups, rows, cols)",
-        "output_grad": "(batch, out channels, rows, cols)",
-    }
-    _check_ndim(var, name, 4, layouts.get(name, "(batch, channels, rows, cols)"))
-    return var
+    kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    return _conv_nd(2, input, filters, input_shape, filter_shape, kw)
 
 
 def conv2d_grad_wrt_inputs(
@@ -763,17 +931,8 @@ def conv2d_grad_wrt_inputs(
     of 4 entries; only the last two are required (ints or scalars), the
     first two may be ``None``.
     """
-    op = Conv2dGradInputs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    if input_shape is None or len(input_shape) != 4:
-        raise ValueError(
-            f"input_shape={input_shape!r}: expected 4 entries (batch, channels, rows, cols); "
-            "rows and cols are required"
-        )
-    filters = _apply_shape_hint(_as_4d(filters, "filters"), filter_shape, "filter_shape", 4)
-    output_grad = _as_4d(output_grad, "output_grad")
-    out = op(filters, output_grad, list(input_shape[2:]))
-    hint = [v if _is_int(v) else None for v in input_shape]
-    return _apply_shape_hint(out, hint, "input_shape", 4)
+    kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    return _grad_inputs_nd(2, output_grad, filters, input_shape, filter_shape, kw)
 
 
 def conv2d_grad_wrt_weights(
@@ -791,17 +950,76 @@ def conv2d_grad_wrt_weights(
 
     ``filter_shape`` has 4 entries; the last two (rows, cols) are required.
     """
-    op = Conv2dGradWeights(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    if filter_shape is None or len(filter_shape) != 4:
-        raise ValueError(
-            f"filter_shape={filter_shape!r}: expected 4 entries (out channels, channels, rows, "
-            "cols); rows and cols are required"
-        )
-    input = _apply_shape_hint(_as_4d(input, "input"), input_shape, "input_shape", 4)
-    output_grad = _as_4d(output_grad, "output_grad")
-    out = op(input, output_grad, list(filter_shape[2:]))
-    hint = [v if _is_int(v) else None for v in filter_shape]
-    return _apply_shape_hint(out, hint, "filter_shape", 4)
+    kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    return _grad_weights_nd(2, input, output_grad, filter_shape, input_shape, kw)
+
+
+def conv3d(
+    input,
+    filters,
+    input_shape=None,
+    filter_shape=None,
+    border_mode="valid",
+    subsample=(1, 1, 1),
+    filter_flip=True,
+    filter_dilation=(1, 1, 1),
+    num_groups=1,
+):
+    """3-D convolution of a batch of multi-channel volumes (Theano's ``conv3d``).
+
+    As :func:`conv2d` with a leading depth axis: ``input`` is ``(batch,
+    channels, depth, rows, cols)``, ``filters`` ``(out channels, channels //
+    num_groups, depth, rows, cols)``; ``border_mode``, ``subsample`` and
+    ``filter_dilation`` take three values (``border_mode`` items may be
+    ``(before, after)`` pairs).
+
+    >>> x = pt.tensor5(shape=(2, 3, 8, 9, 10))
+    >>> w = pt.tensor5(shape=(4, 3, 3, 3, 3))
+    >>> conv3d(x, w, border_mode="half", subsample=(2, 1, 1)).type.shape
+    (2, 4, 4, 9, 10)
+    """
+    kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    return _conv_nd(3, input, filters, input_shape, filter_shape, kw)
+
+
+def conv3d_grad_wrt_inputs(
+    output_grad,
+    filters,
+    input_shape,
+    filter_shape=None,
+    border_mode="valid",
+    subsample=(1, 1, 1),
+    filter_flip=True,
+    filter_dilation=(1, 1, 1),
+    num_groups=1,
+):
+    """Gradient of :func:`conv3d` w.r.t. its input: the transposed 3-D convolution.
+
+    ``input_shape`` has 5 entries; the last three (depth, rows, cols) are
+    required (ints or int scalars), the first two may be ``None``.
+    """
+    kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    return _grad_inputs_nd(3, output_grad, filters, input_shape, filter_shape, kw)
+
+
+def conv3d_grad_wrt_weights(
+    input,
+    output_grad,
+    filter_shape,
+    input_shape=None,
+    border_mode="valid",
+    subsample=(1, 1, 1),
+    filter_flip=True,
+    filter_dilation=(1, 1, 1),
+    num_groups=1,
+):
+    """Gradient of :func:`conv3d` w.r.t. its filters.
+
+    ``filter_shape`` has 5 entries; the last three (depth, rows, cols) are
+    required.
+    """
+    kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
+    return _grad_weights_nd(3, input, output_grad, filter_shape, input_shape, kw)
 
 
 def _border_1d(border_mode):
@@ -856,15 +1074,27 @@ def conv1d(
 
 
 __all__ = [
+    "Conv",
     "Conv2d",
     "Conv2dGradInputs",
     "Conv2dGradWeights",
+    "Conv3d",
+    "Conv3dGradInputs",
+    "Conv3dGradWeights",
+    "ConvGradInputs",
+    "ConvGradWeights",
     "conv1d",
     "conv2d",
     "conv2d_grad_wrt_inputs",
     "conv2d_grad_wrt_weights",
+    "conv3d",
+    "conv3d_grad_wrt_inputs",
+    "conv3d_grad_wrt_weights",
     "get_conv_output_shape",
+    "np_conv",
     "np_conv2d",
     "np_conv2d_grad_inputs",
     "np_conv2d_grad_weights",
+    "np_conv_grad_inputs",
+    "np_conv_grad_weights",
 ]

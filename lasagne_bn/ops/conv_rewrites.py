@@ -13,10 +13,10 @@ from pytensor.compile import optdb
 from pytensor.graph.rewriting.basic import dfs_rewriter, node_rewriter
 from pytensor.tensor.basic import MakeVector
 
-from lasagne_bn.ops.conv import Conv2dGradInputs, Conv2dGradWeights
+from lasagne_bn.ops.conv import ConvGradInputs, ConvGradWeights
 
 
-@node_rewriter([Conv2dGradInputs, Conv2dGradWeights])
+@node_rewriter([ConvGradInputs, ConvGradWeights])
 def local_conv_shape_as_tuple(fgraph, node):
     from pytensor.link.jax.dispatch.shape import JAXShapeTuple
 

@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 from pytensor.link.jax.dispatch import jax_funcify
 
-from lasagne_bn.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, resolve_pads
+from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights, resolve_pads
 from lasagne_bn.ops.pool import (
     AveragePool2dGrad,
     MaxPool2dGrad,
@@ -34,42 +34,44 @@ from lasagne_bn.ops.pool import (
     pool_output_shape,
 )
 
+_SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
+
 
 def _conv(op, x, k):
-    """Theano's convolution of ``x`` (NCHW) with ``k`` (OIHW), as XLA sees it."""
-    kh, kw = k.shape[2], k.shape[3]
+    """Theano's convolution of ``x`` (NC + spatial) with ``k`` (OI + spatial), as XLA sees it."""
+    n = op.convdim
     pads = [
         tuple(int(v) for v in p)
-        for p in resolve_pads(op.border_mode, (kh, kw), op.filter_dilation)
+        for p in resolve_pads(op.border_mode, k.shape[2:], op.filter_dilation)
     ]
     if op.filter_flip:
-        k = k[:, :, ::-1, ::-1]
+        k = k[(slice(None), slice(None)) + (slice(None, None, -1),) * n]
     precision = lax.Precision.HIGHEST if x.dtype != np.float16 else None
+    sp = _SPATIAL[n]
     return lax.conv_general_dilated(
         x,
         k,
         window_strides=op.subsample,
         padding=pads,
         rhs_dilation=op.filter_dilation,
-        dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        dimension_numbers=("NC" + sp, "OI" + sp, "NC" + sp),
         feature_group_count=op.num_groups,
         precision=precision,
     )
 
 
-def static_hw(node, out_index: int, value, what: str) -> tuple[int, int]:
+def static_hw(node, out_index: int, value, what: str) -> tuple[int, ...]:
     """The spatial shape a gradient Op produces, as Python ints."""
     static = node.outputs[out_index].type.shape[2:]
     if all(s is not None for s in static):
-        return int(static[0]), int(static[1])
+        return tuple(int(s) for s in static)
     if isinstance(value, tuple | list):
         try:
-            return int(value[0]), int(value[1])
+            return tuple(int(v) for v in value)
         except TypeError:
             pass
     try:
-        hw = np.asarray(value)
-        return int(hw[0]), int(hw[1])
+        return tuple(int(v) for v in np.asarray(value))
     except Exception as err:  # a tracer: the value is only known at run time
         raise NotImplementedError(
             f"{node.op}: JAX needs the {what} as static ints, but it is computed inside the "
@@ -78,38 +80,38 @@ def static_hw(node, out_index: int, value, what: str) -> tuple[int, int]:
         ) from err
 
 
-@jax_funcify.register(Conv2d)
-def jax_funcify_Conv2d(op, node, **kwargs):
-    def conv2d(x, k):
+@jax_funcify.register(Conv)
+def jax_funcify_Conv(op, node, **kwargs):
+    def conv(x, k):
         return _conv(op, x, k)
 
-    return conv2d
+    return conv
 
 
-@jax_funcify.register(Conv2dGradInputs)
-def jax_funcify_Conv2dGradInputs(op, node, **kwargs):
-    def conv2d_grad_inputs(k, dy, shape):
-        h, w = static_hw(node, 0, shape, "input shape")
-        x_shape = (dy.shape[0], k.shape[1] * op.num_groups, h, w)
+@jax_funcify.register(ConvGradInputs)
+def jax_funcify_ConvGradInputs(op, node, **kwargs):
+    def conv_grad_inputs(k, dy, shape):
+        spatial = static_hw(node, 0, shape, "input shape")
+        x_shape = (dy.shape[0], k.shape[1] * op.num_groups, *spatial)
         transpose = jax.linear_transpose(
             lambda x: _conv(op, x, k), jax.ShapeDtypeStruct(x_shape, dy.dtype)
         )
         return transpose(dy)[0]
 
-    return conv2d_grad_inputs
+    return conv_grad_inputs
 
 
-@jax_funcify.register(Conv2dGradWeights)
-def jax_funcify_Conv2dGradWeights(op, node, **kwargs):
-    def conv2d_grad_weights(x, dy, shape):
-        kh, kw = static_hw(node, 0, shape, "filter shape")
-        k_shape = (dy.shape[1], x.shape[1] // op.num_groups, kh, kw)
+@jax_funcify.register(ConvGradWeights)
+def jax_funcify_ConvGradWeights(op, node, **kwargs):
+    def conv_grad_weights(x, dy, shape):
+        kernel = static_hw(node, 0, shape, "filter shape")
+        k_shape = (dy.shape[1], x.shape[1] // op.num_groups, *kernel)
         transpose = jax.linear_transpose(
             lambda k: _conv(op, x, k), jax.ShapeDtypeStruct(k_shape, x.dtype)
         )
         return transpose(dy)[0]
 
-    return conv2d_grad_weights
+    return conv_grad_weights
 
 
 # --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from pytensor.link.numba.dispatch.basic import (
 
 from lasagne_bn.ops import numba_conv_kernels as conv_kernels
 from lasagne_bn.ops import numba_pool_kernels as pool_kernels
-from lasagne_bn.ops.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
+from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights
 from lasagne_bn.ops.pool import AveragePool2dGrad, MaxPool2dGrad, MaxPool2dGradGrad, Pool2d
 
 # The cache keys hash the kernels' and this module's source: PyTensor keeps
@@ -125,30 +125,41 @@ def _dims(values: list[str]) -> list[str]:
 # convolution
 
 
+# Names of the generated wrappers' variables per spatial axis (3-D adds depth).
+_SIZE = {2: ("h", "w"), 3: ("d", "h", "w")}
+_KERN = {2: ("kh", "kw"), 3: ("kd", "kh", "kw")}
+_OUT = {2: ("ho", "wo"), 3: ("zo", "ho", "wo")}
+_PADS = {2: (("pt", "pb"), ("pl", "pr")), 3: (("pf", "pk"), ("pt", "pb"), ("pl", "pr"))}
+_ENTRY = {2: "conv", 3: "conv3d"}  # kernel entry-point prefixes
+
+
 def _pad_lines(op, where: str) -> list[str]:
-    """Lines defining ``pt, pb, pl, pr`` and ``ho, wo`` from ``h, w, kh, kw``."""
-    dh, dw = op.filter_dilation
+    """Lines defining the pads (``pt, pb, pl, pr``, 3-D: ``pf, pk``) and output sizes."""
+    n = op.convdim
     mode = op.border_mode
-    lines = [f"dkh = (kh - 1) * {dh} + 1", f"dkw = (kw - 1) * {dw} + 1"]
-    if mode == "valid":
-        lines.append("pt = 0; pb = 0; pl = 0; pr = 0")
-    elif mode == "full":
-        lines.append("pt = dkh - 1; pb = dkh - 1; pl = dkw - 1; pr = dkw - 1")
-    elif mode == "half":
-        lines.append("pt = dkh // 2; pb = dkh // 2; pl = dkw // 2; pr = dkw // 2")
-    else:
-        (a, b), (c, d) = mode
-        lines.append(f"pt = {a}; pb = {b}; pl = {c}; pr = {d}")
-    sh, sw = op.subsample
-    lines += [
-        f"ho = (h + pt + pb - dkh) // {sh} + 1",
-        f"wo = (w + pl + pr - dkw) // {sw} + 1",
+    lines = []
+    for axis in range(n):
+        size, k, out = _SIZE[n][axis], _KERN[n][axis], _OUT[n][axis]
+        lo, hi = _PADS[n][axis]
+        dk = f"d{k}"
+        lines.append(f"{dk} = ({k} - 1) * {op.filter_dilation[axis]} + 1")
+        if mode == "valid":
+            lines.append(f"{lo} = 0; {hi} = 0")
+        elif mode == "full":
+            lines.append(f"{lo} = {dk} - 1; {hi} = {dk} - 1")
+        elif mode == "half":
+            lines.append(f"{lo} = {dk} // 2; {hi} = {dk} // 2")
+        else:
+            a, b = mode[axis]
+            lines.append(f"{lo} = {a}; {hi} = {b}")
+        lines.append(f"{out} = ({size} + {lo} + {hi} - {dk}) // {op.subsample[axis]} + 1")
+    lines.append(
         _check(
-            "ho < 1 or wo < 1",
+            " or ".join(f"{o} < 1" for o in _OUT[n]),
             f"{where}: the input (plus padding) is smaller than the dilated filters: "
             "the output would be empty",
-        ),
-    ]
+        )
+    )
     return lines
 
 
@@ -168,109 +179,130 @@ def _group_lines(op, where: str) -> list[str]:
     ]
 
 
+def _flip(name: str, n: int) -> str:
+    return f"{name}[:, :{', ::-1' * n}]"
+
+
 def _oriented(op) -> list[str]:
-    wk = "wt[:, :, ::-1, ::-1]" if op.filter_flip else "wt"
+    wk = _flip("wt", op.convdim) if op.filter_flip else "wt"
     return [f"k = np.ascontiguousarray({wk})"]
 
 
 def _conv_dims(op) -> list[str]:
-    sh, sw = op.subsample
-    dh, dw = op.filter_dilation
-    return _dims(
-        ["n", "c", "h", "w", "f", "cg", "kh", "kw", "ho", "wo"]
-        + [str(v) for v in (sh, sw, dh, dw)]
-        + ["pt", "pb", "pl", "pr", str(op.num_groups)]
-    )
+    n = op.convdim
+    values = ["n", "c", *_SIZE[n], "f", "cg", *_KERN[n], *_OUT[n]]
+    values += [str(v) for v in (*op.subsample, *op.filter_dilation)]
+    values += [p for pair in _PADS[n] for p in pair] + [str(op.num_groups)]
+    return _dims(values)
 
 
-@register_funcify_and_cache_key(Conv2d)
-def numba_funcify_Conv2d(op, node, **kwargs):
+def _shapes(op) -> tuple[str, str, str, str]:
+    """``x``'s and ``wt``'s shape unpackings, and the input and output shape tuples."""
+    n = op.convdim
+    size, kern, out = ", ".join(_SIZE[n]), ", ".join(_KERN[n]), ", ".join(_OUT[n])
+    return f"n, c, {size}", f"f, cg, {kern}", f"(n, c, {size})", f"(n, f, {out})"
+
+
+@register_funcify_and_cache_key(Conv)
+def numba_funcify_Conv(op, node, **kwargs):
     if _has_float16(node):
         return _fallback(op, node, kwargs)
-    name = f"conv2d: {op}"
+    n = op.convdim
+    name = f"conv{n}d: {op}"
+    x_unpack, w_unpack, _, out_shape = _shapes(op)
     body = [
-        "n, c, h, w = x.shape",
-        "f, cg, kh, kw = wt.shape",
+        f"{x_unpack} = x.shape",
+        f"{w_unpack} = wt.shape",
         *_group_lines(op, name),
         *_pad_lines(op, name),
         *_oriented(op),
         "xc = np.ascontiguousarray(x)",
-        "out = np.empty((n, f, ho, wo), dtype=x.dtype)",
+        f"out = np.empty({out_shape}, dtype=x.dtype)",
         *_conv_dims(op),
         "if out.size > 0:",
-        "    conv_forward_fn(xc.ctypes, k.ctypes, out.ctypes, dims.ctypes)",
+        f"    {_ENTRY[n]}_forward_fn(xc.ctypes, k.ctypes, out.ctypes, dims.ctypes)",
         "return out",
     ]
     dtype = node.outputs[0].type.dtype
-    return _compile("conv2d_forward", body, ["x", "wt"], "conv_forward", dtype), _key(op, node)
+    func = _compile(f"conv{n}d_forward", body, ["x", "wt"], f"{_ENTRY[n]}_forward", dtype)
+    return func, _key(op, node)
 
 
-@register_funcify_and_cache_key(Conv2dGradInputs)
-def numba_funcify_Conv2dGradInputs(op, node, **kwargs):
+@register_funcify_and_cache_key(ConvGradInputs)
+def numba_funcify_ConvGradInputs(op, node, **kwargs):
     if _has_float16(node):
         return _fallback(op, node, kwargs)
-    name = f"conv2d_grad_wrt_inputs: {op}"
+    n = op.convdim
+    name = f"conv{n}d_grad_wrt_inputs: {op}"
     g = op.num_groups
+    _, w_unpack, x_shape, _ = _shapes(op)
+    top = [f"t{v}" for v in _SIZE[n]]
     body = [
-        "h = shape[0]",
-        "w = shape[1]",
-        "n, f2, hy, wy = dy.shape",
-        "f, cg, kh, kw = wt.shape",
+        *[f"{v} = shape[{i}]" for i, v in enumerate(_SIZE[n])],
+        f"n, f2, {', '.join(top)} = dy.shape",
+        f"{w_unpack} = wt.shape",
         f"c = cg * {g}",
         _check("f2 != f", f"{name}: output_grad.shape[1] does not match filters.shape[0]"),
         *_group_lines(op, name),
         *_pad_lines(op, name),
         _check(
-            "ho != hy or wo != wy",
+            " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], top, strict=True)),
             f"{name}: output_grad does not have the output shape that input_shape gives",
         ),
         *_oriented(op),
         "dyc = np.ascontiguousarray(dy)",
-        "dx = np.zeros((n, c, h, w), dtype=dy.dtype)",
+        f"dx = np.zeros({x_shape}, dtype=dy.dtype)",
         *_conv_dims(op),
         "if dx.size > 0 and dyc.size > 0:",
-        "    conv_grad_inputs_fn(k.ctypes, dyc.ctypes, dx.ctypes, dims.ctypes)",
+        f"    {_ENTRY[n]}_grad_inputs_fn(k.ctypes, dyc.ctypes, dx.ctypes, dims.ctypes)",
         "return dx",
     ]
     dtype = node.outputs[0].type.dtype
-    func = _compile("conv2d_grad_inputs", body, ["wt", "dy", "shape"], "conv_grad_inputs", dtype)
+    func = _compile(
+        f"conv{n}d_grad_inputs", body, ["wt", "dy", "shape"], f"{_ENTRY[n]}_grad_inputs", dtype
+    )
     return func, _key(op, node)
 
 
-@register_funcify_and_cache_key(Conv2dGradWeights)
-def numba_funcify_Conv2dGradWeights(op, node, **kwargs):
+@register_funcify_and_cache_key(ConvGradWeights)
+def numba_funcify_ConvGradWeights(op, node, **kwargs):
     if _has_float16(node):
         return _fallback(op, node, kwargs)
-    name = f"conv2d_grad_wrt_weights: {op}"
+    n = op.convdim
+    name = f"conv{n}d_grad_wrt_weights: {op}"
     g = op.num_groups
-    flip = "dk[:, :, ::-1, ::-1]" if op.filter_flip else "dk"
+    flip = _flip("dk", n) if op.filter_flip else "dk"
+    x_unpack, _, _, _ = _shapes(op)
+    top = [f"t{v}" for v in _SIZE[n]]
+    n_dims = len(_conv_dims(op)) - 1
     body = [
-        "kh = shape[0]",
-        "kw = shape[1]",
-        "n, c, h, w = x.shape",
-        "n2, f, hy, wy = dy.shape",
+        *[f"{v} = shape[{i}]" for i, v in enumerate(_KERN[n])],
+        f"{x_unpack} = x.shape",
+        f"n2, f, {', '.join(top)} = dy.shape",
         f"cg = c // {g}",
         _check("n2 != n", f"{name}: output_grad and input have different batch sizes"),
         *_group_lines(op, name),
         *_pad_lines(op, name),
         _check(
-            "ho != hy or wo != wy",
+            " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], top, strict=True)),
             f"{name}: output_grad does not have the output shape that the input and "
             "filter_shape give",
         ),
         "xc = np.ascontiguousarray(x)",
         "dyc = np.ascontiguousarray(dy)",
-        "dk = np.zeros((f, cg, kh, kw), dtype=x.dtype)",
+        f"dk = np.zeros((f, cg, {', '.join(_KERN[n])}), dtype=x.dtype)",
         *_conv_dims(op),
-        "dims2 = np.empty(20, dtype=np.int64)",
-        "dims2[:19] = dims",
-        f"dims2[19] = {GRAD_WEIGHT_TASKS}",
+        f"dims2 = np.empty({n_dims + 1}, dtype=np.int64)",
+        f"dims2[:{n_dims}] = dims",
+        f"dims2[{n_dims}] = {GRAD_WEIGHT_TASKS}",
         "if dk.size > 0 and xc.size > 0:",
-        "    conv_grad_weights_fn(xc.ctypes, dyc.ctypes, dk.ctypes, dims2.ctypes)",
+        f"    {_ENTRY[n]}_grad_weights_fn(xc.ctypes, dyc.ctypes, dk.ctypes, dims2.ctypes)",
         f"return np.ascontiguousarray({flip})",
     ]
     dtype = node.outputs[0].type.dtype
-    func = _compile("conv2d_grad_weights", body, ["x", "dy", "shape"], "conv_grad_weights", dtype)
+    func = _compile(
+        f"conv{n}d_grad_weights", body, ["x", "dy", "shape"], f"{_ENTRY[n]}_grad_weights", dtype
+    )
     return func, _key(op, node)
 
 

@@ -16,6 +16,9 @@ nothing is unrolled (no ``im2col``) for unit strides:
 - other strides: the image is unrolled (``im2col``) per image into a
   thread-local buffer and ``col2im`` scatters the input gradient back.
 
+3-D convolutions are sums over the filters' depth taps of these 2-D ones
+(see :func:`conv3d_forward`).
+
 The product itself is a register-blocked micro-kernel written in LLVM IR
 (:func:`microkernel`): an ``MR x NR`` block of the result stays in vector
 registers (``NR`` = two SIMD vectors of the host's widest width) while it
@@ -579,6 +582,121 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
 
 
 # --------------------------------------------------------------------------
+# 3-D: a sum over depth taps of 2-D convolutions
+#
+# Output plane ``z`` of a 3-D convolution is ``sum_i conv2d(x[:, :, z*sd +
+# i*dd - pf], k[:, :, i])``.  For each depth tap ``i`` the input planes it
+# reads are gathered into a batch of ``N * Do`` images (zeros in the
+# padding), and the 2-D kernels above do the work on that batch: the
+# filters' depth taps cost ``kd`` passes of the tuned 2-D GEMMs and a copy
+# of the input per tap.
+
+
+@kernel
+def gather_depth(x, xs, i, sd, dd, pf):
+    """``xs[n*Do + z] = x[n, :, z*sd + i*dd - pf]``, zeros where that plane is padding."""
+    N, D = x.shape[0], x.shape[2]
+    Do = xs.shape[0] // N
+    for t in prange(N * Do):
+        n, z = t // Do, t % Do
+        d = z * sd + i * dd - pf
+        if 0 <= d < D:
+            xs[t] = x[n, :, d]
+        else:
+            xs[t] = 0
+
+
+@kernel
+def scatter_depth(src, dst, i, sd, dd, pf):
+    """``dst[n, :, z*sd + i*dd - pf] += src[n*Do + z]`` where that plane exists.
+
+    Race-free: for one tap, distinct ``z`` give distinct planes.
+    """
+    N, D = dst.shape[0], dst.shape[2]
+    Do = src.shape[0] // N
+    for t in prange(N * Do):
+        n, z = t // Do, t % Do
+        d = z * sd + i * dd - pf
+        if 0 <= d < D:
+            dst[n, :, d] += src[t]
+
+
+@kernel
+def depth_to_batch(y, ys):
+    """``ys[n*Do + z] = y[n, :, z]`` ((N, F, Do, H, W) -> (N*Do, F, H, W))."""
+    N, Do = y.shape[0], y.shape[2]
+    for t in prange(N * Do):
+        ys[t] = y[t // Do, :, t % Do]
+
+
+@kernel
+def batch_to_depth(ys, y):
+    """The inverse of :func:`depth_to_batch`."""
+    N, Do = y.shape[0], y.shape[2]
+    for t in prange(N * Do):
+        y[t // Do, :, t % Do] = ys[t]
+
+
+@driver
+def conv3d_forward(x, k, out, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G):
+    """``out = conv(x, k)`` in 3-D; ``k`` is ``(F, Cg, kd, kh, kw)``, already oriented."""
+    N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
+    F, kd = k.shape[0], k.shape[2]
+    Do, Ho, Wo = out.shape[2], out.shape[3], out.shape[4]
+    xs = np.empty((N * Do, C, H, W), dtype=x.dtype)
+    acc = np.empty((N * Do, F, Ho, Wo), dtype=x.dtype)
+    tmp = np.empty((N * Do, F, Ho, Wo), dtype=x.dtype) if kd > 1 else acc
+    for i in range(kd):
+        gather_depth(x, xs, i, sd, dd, pf)
+        ki = np.ascontiguousarray(k[:, :, i])
+        conv_forward(xs, ki, acc if i == 0 else tmp, sh, sw, dh, dw, pt, pb, pl, pr, G)
+        if i > 0:
+            add_into(acc, tmp)
+    batch_to_depth(acc, out)
+
+
+@kernel
+def add_into(dst, src):
+    """``dst += src`` (same shapes, contiguous), in parallel."""
+    a = dst.reshape(-1)
+    b = src.reshape(-1)
+    for j in prange(a.size):
+        a[j] += b[j]
+
+
+@driver
+def conv3d_grad_inputs(k, dy, dx, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G):
+    """``dx = conv^T(dy)`` in 3-D, overwritten; ``k`` oriented as in the forward pass."""
+    N, F, Do = dy.shape[0], dy.shape[1], dy.shape[2]
+    C, H, W = dx.shape[1], dx.shape[3], dx.shape[4]
+    kd = k.shape[2]
+    ys = np.empty((N * Do, F, dy.shape[3], dy.shape[4]), dtype=dy.dtype)
+    depth_to_batch(dy, ys)
+    tmp = np.empty((N * Do, C, H, W), dtype=dy.dtype)
+    dx[:] = 0
+    for i in range(kd):
+        ki = np.ascontiguousarray(k[:, :, i])
+        conv_grad_inputs(ki, ys, tmp, sh, sw, dh, dw, pt, pb, pl, pr, G)
+        scatter_depth(tmp, dx, i, sd, dd, pf)
+
+
+@driver
+def conv3d_grad_weights(x, dy, dk, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G, tasks):
+    """``dk`` (F, Cg, kd, kh, kw), oriented: one 2-D filter gradient per depth tap."""
+    N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
+    F, Do = dy.shape[1], dy.shape[2]
+    Cg, kd, kh, kw = dk.shape[1], dk.shape[2], dk.shape[3], dk.shape[4]
+    ys = np.empty((N * Do, F, dy.shape[3], dy.shape[4]), dtype=dy.dtype)
+    depth_to_batch(dy, ys)
+    xs = np.empty((N * Do, C, H, W), dtype=x.dtype)
+    dki = np.empty((F, Cg, kh, kw), dtype=x.dtype)
+    for i in range(kd):
+        gather_depth(x, xs, i, sd, dd, pf)
+        conv_grad_weights(xs, ys, dki, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks)
+        dk[:, :, i] = dki
+
+
+# --------------------------------------------------------------------------
 # C-callable entry points: array pointers and an int64 parameter vector in.
 # PyTensor's generated functions call these through pointers (see
 # numba_conv.py) instead of linking the kernels' IR into every graph, which
@@ -617,8 +735,64 @@ def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     return 0
 
 
+# N, C, D, H, W, F, Cg, kd, kh, kw, Do, Ho, Wo, sd, sh, sw, dd, dh, dw, pf, pk, pt, pb, pl, pr, G
+CONV3D_DIMS = 26
+
+
+@driver
+def _conv3d_arrays(d):
+    """Shapes of the input, filters and output from a 3-D parameter vector."""
+    return (
+        (d[0], d[1], d[2], d[3], d[4]),
+        (d[5], d[6], d[7], d[8], d[9]),
+        (d[0], d[5], d[10], d[11], d[12]),
+    )
+
+
+def _conv3d_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV3D_DIMS,))
+    xs, ks, ys = _conv3d_arrays(d)
+    x = numba.carray(x_ptr, xs)
+    k = numba.carray(k_ptr, ks)
+    out = numba.carray(out_ptr, ys)
+    conv3d_forward(
+        x, k, out, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
+        d[25],
+    )  # fmt: skip
+    return 0
+
+
+def _conv3d_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV3D_DIMS,))
+    xs, ks, ys = _conv3d_arrays(d)
+    k = numba.carray(k_ptr, ks)
+    dy = numba.carray(dy_ptr, ys)
+    dx = numba.carray(dx_ptr, xs)
+    conv3d_grad_inputs(
+        k, dy, dx, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
+        d[25],
+    )  # fmt: skip
+    return 0
+
+
+def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
+    d = numba.carray(d_ptr, (CONV3D_DIMS + 1,))
+    xs, ks, ys = _conv3d_arrays(d)
+    x = numba.carray(x_ptr, xs)
+    dy = numba.carray(dy_ptr, ys)
+    dk = numba.carray(dk_ptr, ks)
+    conv3d_grad_weights(
+        x, dy, dk, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
+        d[25], d[26],
+    )  # fmt: skip
+    return 0
+
+
 ENTRIES = {
     "conv_forward": (_conv_forward_entry, 3),
     "conv_grad_inputs": (_conv_grad_inputs_entry, 3),
     "conv_grad_weights": (_conv_grad_weights_entry, 3),
+    "conv3d_forward": (_conv3d_forward_entry, 3),
+    "conv3d_grad_inputs": (_conv3d_grad_inputs_entry, 3),
+    "conv3d_grad_weights": (_conv3d_grad_weights_entry, 3),
 }

@@ -120,6 +120,51 @@ class TestTheanoFunctions:
         a, b = f(r.randn(2, 3, 7, 7), r.randn(5, 3, 3, 3), r.randn(2, 5, 4, 4))
         np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
 
+    def test_abstract_conv_op_classes_and_conv3d(self):
+        """Theano's Op classes as legacy layers build them, and T.nnet.conv3d."""
+        import theano
+        import theano.tensor as T
+        from theano.tensor.nnet import abstract_conv as ac
+
+        x, w, dy = T.tensor4("x"), T.tensor4("w"), T.tensor4("dy")
+        y = T.nnet.conv2d(x, w, border_mode=1, subsample=(2, 2))
+        gx, gw = T.grad((y * dy).sum(), [x, w])
+        kw = dict(border_mode=1, subsample=(2, 2), filter_flip=True)
+        op = ac.AbstractConv2d_gradInputs(imshp=(None, 3, 7, 7), kshp=(5, 3, 3, 3), **kw)
+        assert (op.imshp, op.kshp, op.subsample) == ((None, 3, 7, 7), (5, 3, 3, 3), (2, 2))
+        sym_size = x.shape[2:]  # Lasagne passes symbolic sizes when they are unknown
+        outs = [
+            ac.AbstractConv2d(**kw)(x, w),
+            op(w, dy, (7, 7)),
+            ac.AbstractConv2d_gradInputs(**kw)(w, dy, sym_size),
+            ac.AbstractConv2d_gradWeights(**kw)(x, dy, (3, 3)),
+        ]
+        f = theano.function([x, w, dy], [y, gx, gw, *outs], mode="FAST_COMPILE")
+        r = np.random.RandomState(2)
+        got = f(r.randn(2, 3, 7, 7), r.randn(5, 3, 3, 3), r.randn(2, 5, 4, 4))
+        for a, b in zip(got[3:], [got[0], got[1], got[1], got[2]], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        with pytest.raises(ValueError, match="unshared"):
+            ac.AbstractConv2d(unshared=True)
+
+        v, k = T.tensor5("v"), T.tensor5("k")
+        out3 = T.nnet.conv3d(v, k, border_mode="half", filter_flip=False)
+        op3 = ac.AbstractConv3d_gradInputs(imshp=None, kshp=None, subsample=(1, 2, 1))
+        back = op3(k, T.tensor5("t"), (4, 7, 5))
+        assert back.type.shape[2:] == (4, 7, 5)
+        g3 = ac.AbstractConv3d_gradWeights()(v, out3, (3, 3, 3))
+        assert g3.type.shape[2:] == (3, 3, 3)
+        vv, kv = r.randn(1, 2, 4, 5, 3), r.randn(3, 2, 3, 3, 3)
+        got3 = theano.function([v, k], out3, mode="FAST_COMPILE")(vv, kv)
+        xp = np.pad(vv, [(0, 0), (0, 0), (1, 1), (1, 1), (1, 1)])
+        want = np.einsum(
+            "ncdhwijk,fcijk->nfdhw",
+            np.lib.stride_tricks.sliding_window_view(xp, (3, 3, 3), axis=(2, 3, 4)),
+            kv,
+        )
+        np.testing.assert_allclose(got3, want, rtol=1e-10, atol=1e-12)
+        assert ac.conv3d is T.nnet.conv3d and callable(ac.conv3d_grad_wrt_weights)
+
     def test_errors(self):
         import theano.tensor as T
         from theano.tensor.signal import pool
@@ -133,10 +178,12 @@ class TestTheanoFunctions:
             pool.pool_2d(x, ws=(2, 2), ds=(2, 2), ignore_border=True)
         with pytest.raises(AttributeError, match="3-D pooling"):
             pool.pool_3d  # noqa: B018
-        with pytest.raises(ImportError, match="3-D convolution"):
-            exec("from lasagne.layers import Conv3DLayer", {})
-        with pytest.raises(AttributeError, match="3-D convolutions"):
-            T.nnet.conv3d  # noqa: B018
+        # 3-D convolutions are there
+        scope = {}
+        exec("from lasagne.layers import Conv3DLayer, Deconv3DLayer, TransposedConv3DLayer", scope)
+        assert scope["Conv3DLayer"] is lasagne_bn.layers.Conv3DLayer
+        assert scope["Deconv3DLayer"] is lasagne_bn.layers.TransposedConv3DLayer
+        assert T.nnet.conv3d is T.nnet.abstract_conv.conv3d
 
     def test_layers_are_lasagne_bn_s(self):
         import lasagne

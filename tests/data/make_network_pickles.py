@@ -72,8 +72,9 @@ for i in range(len(X)):
 deterministic = theano.function([l_in.input_var], get_output(net, deterministic=True))
 batch_stats = theano.function(
     [l_in.input_var],
-    get_output(net, batch_norm_use_averages=False, batch_norm_update_averages=False,
-               deterministic=True),
+    get_output(
+        net, batch_norm_use_averages=False, batch_norm_update_averages=False, deterministic=True
+    ),
 )
 
 x = r.randn(5, 1, 8, 8).astype("float32")
@@ -84,7 +85,7 @@ expected = {
     "out_batch_stats": batch_stats(x),
     "param_names": np.array([p.name for p in get_all_params(net)]),
 }
-expected.update({"param_%d" % i: v for i, v in enumerate(values)})
+expected.update({f"param_{i}": v for i, v in enumerate(values)})
 
 for name, protocol in (("cnn_p2.pkl.gz", 2), ("cnn_p4.pkl.gz", pickle.DEFAULT_PROTOCOL)):
     with gzip.open(os.path.join(out_dir, name), "wb") as f:

@@ -44,9 +44,6 @@ _MISSING = {
     **{
         name: "3-D convolution, pooling and upscaling layers are not in lasagne_bn"
         for name in (
-            "Conv3DLayer",
-            "TransposedConv3DLayer",
-            "Deconv3DLayer",
             "Pool3DLayer",
             "MaxPool3DLayer",
             "Upscale3DLayer",

@@ -12,8 +12,9 @@ semantics, written on PyTensor ops:
   ``sigmoid_binary_crossentropy``, ``crossentropy_categorical_1hot``;
 - ``bn``: Theano's batch normalization (:mod:`compat.theano.tensor.nnet.bn`).
 
-``conv2d`` (Theano 1.0's), ``conv2d_transpose``, ``abstract_conv`` and the
-old ``conv`` module run on lasagne_bn's convolution ops.
+``conv2d`` (Theano 1.0's), ``conv2d_transpose``, ``conv2d_grad_wrt_inputs``,
+``conv3d``, ``abstract_conv`` and the old ``conv`` module run on
+lasagne_bn's convolution ops.
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ _NO_CONV = "this lasagne_bn has no convolution ops (lasagne_bn.ops.conv)"
 _LAZY = {
     "conv2d": ("compat.theano.tensor.nnet.abstract_conv", "conv2d"),
     "conv2d_transpose": ("compat.theano.tensor.nnet.abstract_conv", "conv2d_transpose"),
+    "conv2d_grad_wrt_inputs": (
+        "compat.theano.tensor.nnet.abstract_conv",
+        "conv2d_grad_wrt_inputs",
+    ),
+    "conv3d": ("compat.theano.tensor.nnet.abstract_conv", "conv3d"),
     "abstract_conv": ("compat.theano.tensor.nnet.abstract_conv", None),
     "conv": ("compat.theano.tensor.nnet.conv", None),
 }
@@ -183,7 +189,8 @@ _MISSING = {
     "conv2d_transpose": _NO_CONV,
     "abstract_conv": _NO_CONV,
     "conv": _NO_CONV,
-    "conv3d": "3-D convolutions are not in lasagne_bn",
+    "conv2d_grad_wrt_inputs": _NO_CONV,
+    "conv3d": _NO_CONV,
     "separable_conv2d": "write it as two conv2d calls (depthwise with num_groups, then 1x1)",
     "h_softmax": "write the two-level softmax with T.dot and softmax",
     "confusion_matrix": "compute it with NumPy (sklearn.metrics.confusion_matrix) on predictions",

@@ -1,30 +1,52 @@
-"""``theano.tensor.nnet.abstract_conv``: Theano 1.0's 2-D convolutions on lasagne_bn's ops.
+"""``theano.tensor.nnet.abstract_conv``: Theano 1.0's 2-D and 3-D convolutions on lasagne_bn's ops.
 
 ``conv2d`` (``T.nnet.conv2d``), ``conv2d_grad_wrt_inputs``,
-``conv2d_grad_wrt_weights``, ``conv2d_transpose`` and
-``get_conv_output_shape``, with Theano's signatures and semantics (filters
-flipped unless ``filter_flip=False``; ``border_mode`` 'valid', 'full',
-'half', ints or pairs).
+``conv2d_grad_wrt_weights``, ``conv2d_transpose``, ``conv3d``
+(``T.nnet.conv3d``), ``conv3d_grad_wrt_inputs``, ``conv3d_grad_wrt_weights``
+and ``get_conv_output_shape``, with Theano's signatures and semantics
+(filters flipped unless ``filter_flip=False``; ``border_mode`` 'valid',
+'full', 'half', ints or pairs).
+
+The Op classes that legacy layers build directly, ``AbstractConv2d``,
+``AbstractConv2d_gradInputs``, ``AbstractConv2d_gradWeights`` and their
+``3d`` versions, take Theano's constructor arguments (``imshp`` and
+``kshp`` are hints and are kept only as attributes) and are called as
+Theano's were: ``AbstractConv2d(...)(img, kern)``,
+``AbstractConv2d_gradInputs(...)(kern, topgrad, spatial_shape)``,
+``AbstractConv2d_gradWeights(...)(img, topgrad, spatial_shape)``.  They are
+lasagne_bn's convolution Ops (:mod:`lasagne_bn.ops.conv`) under Theano's
+names, so every backend runs them.
 """
 
 from __future__ import annotations
 
 from compat.theano._conv import conv_ops
-from compat.theano._pickled import inert_op
 
 _conv = conv_ops()
 
 __all__ = [
+    "AbstractConv2d",
+    "AbstractConv2d_gradInputs",
+    "AbstractConv2d_gradWeights",
+    "AbstractConv3d",
+    "AbstractConv3d_gradInputs",
+    "AbstractConv3d_gradWeights",
     "conv2d",
     "conv2d_grad_wrt_inputs",
     "conv2d_grad_wrt_weights",
     "conv2d_transpose",
+    "conv3d",
+    "conv3d_grad_wrt_inputs",
+    "conv3d_grad_wrt_weights",
     "get_conv_output_shape",
 ]
 
 get_conv_output_shape = _conv.get_conv_output_shape
 conv2d_grad_wrt_inputs = _conv.conv2d_grad_wrt_inputs
 conv2d_grad_wrt_weights = _conv.conv2d_grad_wrt_weights
+conv3d = _conv.conv3d
+conv3d_grad_wrt_inputs = _conv.conv3d_grad_wrt_inputs
+conv3d_grad_wrt_weights = _conv.conv3d_grad_wrt_weights
 
 
 def conv2d(
@@ -98,12 +120,65 @@ def conv2d_transpose(
     )
 
 
-# Theano's convolution Ops: they only load from pickled graphs (the
-# updates of a pickled training graph); build graphs with conv2d and its grads.
-AbstractConv2d = inert_op("theano.tensor.nnet.abstract_conv.AbstractConv2d", "use conv2d")
-AbstractConv2d_gradWeights = inert_op(
-    "theano.tensor.nnet.abstract_conv.AbstractConv2d_gradWeights", "use conv2d_grad_wrt_weights"
+# --------------------------------------------------------------------------
+# Theano's Op classes
+
+
+def _abstract(base, convdim: int, doc: str):
+    """A subclass of lasagne_bn Op ``base`` with Theano's constructor signature."""
+
+    def __init__(
+        self,
+        imshp=None,
+        kshp=None,
+        border_mode="valid",
+        subsample=(1,) * convdim,
+        filter_flip=True,
+        filter_dilation=(1,) * convdim,
+        num_groups=1,
+        unshared=False,
+    ):
+        if unshared:
+            raise ValueError(
+                f"{type(self).__name__}(unshared=True): unshared (locally connected) "
+                "convolutions are not supported by lasagne_bn"
+            )
+        base.__init__(self, border_mode, subsample, filter_flip, filter_dilation, num_groups)
+        # Theano's shape hints: kept for code that reads them, not imposed
+        self.imshp = tuple(imshp) if imshp is not None else (None,) * (convdim + 2)
+        self.kshp = tuple(kshp) if kshp is not None else (None,) * (convdim + 2)
+        self.unshared = False
+
+    name = base.__name__.replace("Conv", "AbstractConv").replace("Grad", "_grad")
+    cls = type(name, (base,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
+    return cls
+
+
+AbstractConv2d = _abstract(
+    _conv.Conv2d, 2, "Theano's ``AbstractConv2d``: ``op(img, kern)`` is ``conv2d``."
 )
-AbstractConv2d_gradInputs = inert_op(
-    "theano.tensor.nnet.abstract_conv.AbstractConv2d_gradInputs", "use conv2d_grad_wrt_inputs"
+AbstractConv2d_gradInputs = _abstract(
+    _conv.Conv2dGradInputs,
+    2,
+    "Theano's ``AbstractConv2d_gradInputs``: ``op(kern, topgrad, (rows, cols))``, the "
+    "transposed convolution.",
+)
+AbstractConv2d_gradWeights = _abstract(
+    _conv.Conv2dGradWeights,
+    2,
+    "Theano's ``AbstractConv2d_gradWeights``: ``op(img, topgrad, (rows, cols))``.",
+)
+AbstractConv3d = _abstract(
+    _conv.Conv3d, 3, "Theano's ``AbstractConv3d``: ``op(img, kern)`` is ``conv3d``."
+)
+AbstractConv3d_gradInputs = _abstract(
+    _conv.Conv3dGradInputs,
+    3,
+    "Theano's ``AbstractConv3d_gradInputs``: ``op(kern, topgrad, (depth, rows, cols))``, "
+    "the transposed 3-D convolution.",
+)
+AbstractConv3d_gradWeights = _abstract(
+    _conv.Conv3dGradWeights,
+    3,
+    "Theano's ``AbstractConv3d_gradWeights``: ``op(img, topgrad, (depth, rows, cols))``.",
 )
