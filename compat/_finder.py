@@ -61,7 +61,6 @@ GONE = {
         "the CorrMM layers are gone; use Conv2DLayer(..., flip_filters=False) from "
         "lasagne.layers (Conv2DMMLayer's default; Conv2DLayer flips by default)"
     ),
-    "lasagne.layers.recurrent": "lasagne_bn has no recurrent layers (LSTM, GRU, ...)",
     "lasagne.layers.embedding": "lasagne_bn has no EmbeddingLayer",
     "lasagne.layers.local": "lasagne_bn has no locally connected layers",
     "lasagne.theano_extensions": "Lasagne's Theano extensions (conv1d, padding) are gone",

@@ -31,6 +31,8 @@ from lasagne_bn.layers.normalization import *  # noqa: F403
 from lasagne_bn.layers.normalization import __all__ as _normalization_all
 from lasagne_bn.layers.pool import *  # noqa: F403
 from lasagne_bn.layers.pool import __all__ as _pool_all
+from lasagne_bn.layers.recurrent import *  # noqa: F403
+from lasagne_bn.layers.recurrent import __all__ as _recurrent_all
 from lasagne_bn.layers.shape import *  # noqa: F403
 from lasagne_bn.layers.shape import __all__ as _shape_all
 from lasagne_bn.layers.special import *  # noqa: F403
@@ -48,4 +50,5 @@ __all__ = [
     *_special_all,
     *_conv_all,
     *_pool_all,
+    *_recurrent_all,
 ]

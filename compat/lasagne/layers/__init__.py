@@ -23,24 +23,17 @@ from lasagne_bn.layers import (  # noqa: F401
     merge,
     noise,
     normalization,
+    recurrent,
     shape,
     special,
 )
 
 __all__ = list(_layers.__all__)
 
-_RECURRENT = GONE["lasagne.layers.recurrent"]
-
 _MISSING = {
     "dnn": GONE["lasagne.layers.dnn"],
     "cuda_convnet": GONE["lasagne.layers.cuda_convnet"],
     "corrmm": GONE["lasagne.layers.corrmm"],
-    "recurrent": _RECURRENT,
-    "CustomRecurrentLayer": _RECURRENT,
-    "RecurrentLayer": _RECURRENT,
-    "LSTMLayer": _RECURRENT,
-    "GRULayer": _RECURRENT,
-    "Gate": _RECURRENT,
     "embedding": GONE["lasagne.layers.embedding"],
     "EmbeddingLayer": GONE["lasagne.layers.embedding"],
     "local": GONE["lasagne.layers.local"],
