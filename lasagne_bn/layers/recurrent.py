@@ -117,10 +117,16 @@ def _time_major(x):
     return x.dimshuffle(1, 0, *range(2, x.ndim))
 
 
-def _initial_state(param, num_batch):
-    """A ``(1, ...)`` initial-state parameter repeated for every sequence of the batch."""
-    shape = (num_batch, *(param.shape[i] for i in range(1, param.ndim)))
-    return pt.broadcast_to(param, shape)
+def _initial_state(param, sequence):
+    """A ``(1, ...)`` initial-state parameter repeated for every sequence of the batch.
+
+    ``sequence`` is the time-major input; the batch size is taken from an
+    array of its shape (``zeros_like`` of one step) rather than as a number,
+    because JAX cannot trace an allocation whose size is a traced value.
+    """
+    step = sequence[0]
+    per_batch = pt.zeros_like(step[(slice(None), *(0,) * (step.ndim - 1))], dtype=param.dtype)
+    return per_batch.dimshuffle(0, *(["x"] * (param.ndim - 1))) + param
 
 
 def _mask_sequence(mask, state_ndim):
@@ -413,7 +419,7 @@ class CustomRecurrentLayer(MergeLayer):
             return [_match_state(self.nonlinearity(hid_pre), hid_previous)]
 
         if not isinstance(self.hid_init, Layer):
-            hid_init = _initial_state(self.hid_init, num_batch)
+            hid_init = _initial_state(self.hid_init, input)
         hid_init = _with_state_shape(hid_init, (None, *self.hidden_to_hidden.output_shape[1:]))
         sequences = [input]
         if mask is not None:
@@ -699,7 +705,6 @@ class LSTMLayer(MergeLayer):
         """The hidden states for the inputs (and the mask / initial states, when layers)."""
         mask, hid_init, cell_init = _optional_inputs(self, inputs, ["hid_init", "cell_init"])
         input = _sequence_input(inputs[0])
-        num_batch = input.shape[1]
         gates = ("ingate", "forgetgate", "cell", "outgate")
         W_in_stacked = pt.concatenate([getattr(self, f"W_in_to_{g}") for g in gates], axis=1)
         W_hid_stacked = pt.concatenate([getattr(self, f"W_hid_to_{g}") for g in gates], axis=1)
@@ -735,9 +740,9 @@ class LSTMLayer(MergeLayer):
             return [_match_state(cell, cell_previous), _match_state(hid, hid_previous)]
 
         if not isinstance(self.cell_init, Layer):
-            cell_init = _initial_state(self.cell_init, num_batch)
+            cell_init = _initial_state(self.cell_init, input)
         if not isinstance(self.hid_init, Layer):
-            hid_init = _initial_state(self.hid_init, num_batch)
+            hid_init = _initial_state(self.hid_init, input)
         cell_init = _with_state_shape(cell_init, (None, units))
         hid_init = _with_state_shape(hid_init, (None, units))
         non_seqs = [W_hid_stacked]
@@ -850,7 +855,6 @@ class GRULayer(MergeLayer):
         """The hidden states for the inputs (and the mask / initial state, when layers)."""
         mask, hid_init = _optional_inputs(self, inputs, ["hid_init"])
         input = _sequence_input(inputs[0])
-        num_batch = input.shape[1]
         # stacked in the order reset, update, hidden update (not the parameters' order)
         gates = ("resetgate", "updategate", "hidden_update")
         W_in_stacked = pt.concatenate([getattr(self, f"W_in_to_{g}") for g in gates], axis=1)
@@ -883,7 +887,7 @@ class GRULayer(MergeLayer):
             return [_match_state(hid, hid_previous)]
 
         if not isinstance(self.hid_init, Layer):
-            hid_init = _initial_state(self.hid_init, num_batch)
+            hid_init = _initial_state(self.hid_init, input)
         hid_init = _with_state_shape(hid_init, (None, units))
         non_seqs = [W_hid_stacked]
         if not self.precompute_input:

@@ -78,10 +78,10 @@ def record(case, build, x_shape, with_mask=False, seed=0):
     out[case + "_param_names"] = np.array([p.name for p in params])
     out[case + "_trainable"] = np.array([p in trainable for p in params])
     for i, p in enumerate(params):
-        out["%s_param_%d" % (case, i)] = p.get_value()
+        out[f"{case}_param_{i}"] = p.get_value()
     out[case + "_out"] = results[0]
-    for p, g in zip(trainable, results[1:-1]):
-        out["%s_grad_%d" % (case, params.index(p))] = g
+    for p, g in zip(trainable, results[1:-1], strict=True):
+        out[f"{case}_grad_{params.index(p)}"] = g
     out[case + "_grad_x"] = results[-1]
 
 
