@@ -16,7 +16,7 @@ parameter files of legacy networks carry over.
 >>> l_lstm = LSTMLayer(l_in, num_units=5)
 >>> l_lstm.output_shape
 (None, 7, 5)
->>> f = pytensor.function([l_in.input_var], get_output(l_lstm))
+>>> f = pytensor.function([l_in.input_var], get_output(l_lstm), mode="FAST_COMPILE")
 >>> f(np.ones((2, 7, 3))).shape
 (2, 7, 5)
 """
