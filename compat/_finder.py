@@ -48,7 +48,6 @@ GONE = {
     "theano.tensor.nnet.blocksparse": "block-sparse ops are gone",
     "theano.d3viz": "use pytensor.printing.debugprint (theano.printing.debugprint)",
     "theano.sandbox.linalg": "use theano.tensor.nlinalg / slinalg (pytensor.tensor.*)",
-    "lasagne.layers.recurrent": "lasagne_bn has no recurrent layers (LSTM, GRU, ...)",
 }
 
 #: Legacy module -> the module it is (where the same path does not exist).

@@ -50,6 +50,7 @@ __all__ = [
     "shared_empty",
     "sum_terms",
     "unique",
+    "unroll_scan",
 ]
 
 #: Types accepted wherever an integer is expected (Python and NumPy ints).
@@ -529,3 +530,69 @@ def create_param(spec, shape, name: str | None = None) -> Variable:
         err_prefix + f"the provided spec ({type(spec).__name__}) is not a numpy array, "
         "a PyTensor expression, or a callable"
     )
+
+
+# --------------------------------------------------------------------------
+# loops
+
+
+def unroll_scan(
+    fn: Callable,
+    sequences,
+    outputs_info,
+    non_sequences,
+    n_steps: int,
+    go_backwards: bool = False,
+) -> list[Variable]:
+    """A ``scan`` loop written out step by step in the graph (no Scan Op).
+
+    Lasagne's helper, with the meaning of ``pytensor.scan``'s arguments:
+    ``fn(*sequence_slices, *previous_outputs, *non_sequences)`` is called
+    ``n_steps`` times (a Python int), and the results of each output are
+    stacked along a new first axis, in the order the steps ran.  There is
+    no ``truncate_gradient``.  A long unrolled loop compiles slowly, but
+    each step can then be fused and scheduled like any other graph.
+
+    Parameters
+    ----------
+    fn : callable
+        The step function; returns one expression or a list/tuple of them,
+        one per entry of ``outputs_info``.
+    sequences : expression or list of expressions
+        Iterated over their first axis.
+    outputs_info : list
+        Initial values of the recurrent outputs (expressions or numbers).
+    non_sequences : list
+        Passed unchanged to every call of ``fn``.
+    n_steps : int
+        Number of steps.
+    go_backwards : bool
+        Start at the last item of the sequences and step towards the first.
+
+    Returns
+    -------
+    list of expressions
+        One per output: its values at each step, stacked on axis 0.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> a = pt.scalar('a')
+    >>> powers, = unroll_scan(lambda i, prev, a: prev * a, pt.arange(3), [1.0], [a], 3)
+    >>> powers.eval({a: 2.0}).tolist()
+    [2.0, 4.0, 8.0]
+    """
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int_types) or n_steps <= 0:
+        raise ValueError(f"n_steps={n_steps!r} must be a positive int to unroll a loop")
+    if not isinstance(sequences, list | tuple):
+        sequences = [sequences]
+    previous = list(outputs_info)
+    non_sequences = list(non_sequences)
+    steps = range(n_steps - 1, -1, -1) if go_backwards else range(n_steps)
+    per_step = []
+    for i in steps:
+        out = fn(*[seq[i] for seq in sequences], *previous, *non_sequences)
+        out = list(out) if isinstance(out, list | tuple) else [out]
+        per_step.append(out)
+        previous = out
+    return [pt.stack([step[k] for step in per_step]) for k in range(len(per_step[0]))]

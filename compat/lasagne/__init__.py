@@ -3,7 +3,7 @@
 ``lasagne.init``, ``nonlinearities``, ``objectives``, ``regularization``,
 ``updates`` and ``random`` *are* lasagne_bn's modules; ``lasagne.layers``
 and ``lasagne.utils`` are lasagne_bn's plus clear errors for the Lasagne
-names lasagne_bn does not have (``lasagne.layers.dnn``, recurrent layers
+names lasagne_bn does not have (``lasagne.layers.dnn``, ``EmbeddingLayer``
 ...).  Networks built through these names are plain lasagne_bn networks.
 """
 

@@ -41,6 +41,8 @@ from lasagne_bn.layers.normalization import *  # noqa: F403
 from lasagne_bn.layers.normalization import __all__ as _normalization_all
 from lasagne_bn.layers.pool import *  # noqa: F403
 from lasagne_bn.layers.pool import __all__ as _pool_all
+from lasagne_bn.layers.recurrent import *  # noqa: F403
+from lasagne_bn.layers.recurrent import __all__ as _recurrent_all
 from lasagne_bn.layers.shape import *  # noqa: F403
 from lasagne_bn.layers.shape import __all__ as _shape_all
 from lasagne_bn.layers.special import *  # noqa: F403
@@ -63,4 +65,5 @@ __all__ = [
     *_bn_fold_all,
     *_embedding_all,
     *_local_all,
+    *_recurrent_all,
 ]

@@ -121,12 +121,10 @@ class TestNames:
 
 
 MISSING_IMPORTS = [
-    ("from lasagne.layers import LSTMLayer", "recurrent layers"),
     ("import theano.sandbox.cuda", "mode='JAX'"),
     ("from theano.sandbox import cuda", "mode='JAX'"),
     ("import theano.sandbox.cuda.dnn", "mode='JAX'"),
     ("from theano.tensor.nnet import h_softmax", "two-level softmax"),
-    ("from lasagne.utils import unroll_scan", "theano.scan"),
 ]
 
 
@@ -146,9 +144,14 @@ class TestMissing:
             theano.sandbox.cuda  # noqa: B018
         assert isinstance(info.value, compat.LegacyNameError)
         assert not hasattr(lasagne.layers, "not_a_layer_module")
-        assert getattr(lasagne.layers, "GRULayer", None) is None
-        with pytest.raises(AttributeError, match="recurrent"):
-            lasagne.layers.GRULayer  # noqa: B018
+        # recurrent layers are lasagne_bn's now
+        from lasagne.utils import unroll_scan
+
+        import lasagne_bn
+
+        assert lasagne.layers.GRULayer is lasagne_bn.layers.GRULayer
+        assert lasagne.layers.recurrent.LSTMLayer is lasagne_bn.layers.LSTMLayer
+        assert unroll_scan is lasagne_bn.utils.unroll_scan
 
     def test_gpuarray_reports_no_gpu_as_theano_did_on_a_cpu(self):
         import theano

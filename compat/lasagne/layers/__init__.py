@@ -23,21 +23,14 @@ from lasagne_bn.layers import (  # noqa: F401
     merge,
     noise,
     normalization,
+    recurrent,
     shape,
     special,
 )
 
 __all__ = list(_layers.__all__)
 
-_RECURRENT = GONE["lasagne.layers.recurrent"]
-
 _MISSING = {
-    "recurrent": _RECURRENT,
-    "CustomRecurrentLayer": _RECURRENT,
-    "RecurrentLayer": _RECURRENT,
-    "LSTMLayer": _RECURRENT,
-    "GRULayer": _RECURRENT,
-    "Gate": _RECURRENT,
     "SpatialPyramidPoolingLayer": "lasagne_bn has no SpatialPyramidPoolingLayer",
     "FeatureWTALayer": "lasagne_bn has no FeatureWTALayer",
     "FeaturePoolLayer": "reshape with ReshapeLayer and pool with an ExpressionLayer",
