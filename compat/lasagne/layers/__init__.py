@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from compat._finder import GONE
 from compat._names import missing_names
 from lasagne_bn import layers as _layers
 from lasagne_bn.layers import *  # noqa: F403
