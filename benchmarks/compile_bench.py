@@ -9,10 +9,12 @@ parameter, and the batch-norm running averages) for
   max pooling down, transposed convolutions up, concatenated skips);
 
 compiles it in a fresh subprocess per (network, mode), runs one step and
-prints one row per compile: seconds to compile, seconds for the first step,
-and the child's peak RSS (``ru_maxrss``) and peak address space
-(``VmPeak``). Each child runs under an address-space limit (``--limit-gb``)
-so a runaway compile fails instead of taking the machine down.
+prints one row per compile: seconds to build the function, seconds for the
+first step (the Numba and JAX backends compile on the first call), the
+child's CPU seconds (wall times mean little on a shared machine), its peak
+RSS (``ru_maxrss``) and peak address space (``VmPeak``).  Each child runs
+under an address-space limit (``--limit-gb``) so a runaway compile fails
+instead of taking the machine down.
 
 The default mode's Numba cache makes a second compile of the same graph much
 cheaper; ``--cold`` points PyTensor's compile directory at a fresh temporary
@@ -185,6 +187,7 @@ def child(net_name: str, mode_name: str, size: int, batch: int) -> dict:
     t0 = time.perf_counter()
     loss = float(fn(*inputs))
     step_s = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "net": net_name,
         "mode": mode_name,
@@ -194,7 +197,8 @@ def child(net_name: str, mode_name: str, size: int, batch: int) -> dict:
         "compile_s": round(compile_s, 1),
         "step_s": round(step_s, 2),
         "loss_finite": bool(np.isfinite(loss)),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mb": usage.ru_maxrss // 1024,
         "peak_vm_mb": _peak_vm_kb() // 1024,
     }
 
@@ -260,7 +264,7 @@ def main(argv=None) -> None:
 
     header = (
         f"{'net':<9} {'mode':<18} {'input':<16} {'nodes':>6} {'compile s':>9} "
-        f"{'step s':>7} {'peak RSS MB':>11} {'peak VM MB':>10}"
+        f"{'1st step s':>10} {'CPU s':>6} {'peak RSS MB':>11} {'peak VM MB':>10}"
     )
     print(header)
     print("-" * len(header))
@@ -276,8 +280,8 @@ def main(argv=None) -> None:
             shape = "x".join(map(str, row["input"]))
             print(
                 f"{net_name:<9} {mode_name:<18} {shape:<16} {row['nodes']:>6} "
-                f"{row['compile_s']:>9} {row['step_s']:>7} {row['peak_rss_mb']:>11} "
-                f"{row['peak_vm_mb']:>10}",
+                f"{row['compile_s']:>9} {row['step_s']:>10} {row['cpu_s']:>6} "
+                f"{row['peak_rss_mb']:>11} {row['peak_vm_mb']:>10}",
                 flush=True,
             )
 
