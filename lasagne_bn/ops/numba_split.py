@@ -35,6 +35,7 @@ import logging
 from hashlib import sha256
 
 import numba
+import numpy as np
 from pytensor import config
 from pytensor.compile import optdb
 from pytensor.compile.ops import DeepCopyOp, deep_copy_op
@@ -45,7 +46,7 @@ from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import GraphRewriter
 from pytensor.scalar.basic import ScalarType
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
-from pytensor.tensor.type import DenseTensorType
+from pytensor.tensor.type import DenseTensorType, TensorType
 
 __all__ = [
     "MAX_PIECE_WEIGHT",
@@ -62,6 +63,8 @@ MIN_GRAPH_WEIGHT = 400
 MAX_PIECE_WEIGHT = 120
 
 _log = logging.getLogger(__name__)
+
+_TOKEN_TYPE = TensorType("int8", shape=())
 
 _CHEAP_OPS = (DimShuffle, DeepCopyOp)
 
@@ -108,28 +111,68 @@ class _FixedOrder(Feature):
         return {b: [a] for a, b in zip(self.order, self.order[1:], strict=False)}
 
 
+class _Carry:
+    """Values one piece leaves for later pieces of the same function.
+
+    They stay Python objects between pieces: passing hundreds of arrays
+    through Numba's object-mode boundary costs seconds and gigabytes of
+    compile time, and a training graph's backward pass needs hundreds of
+    forward values.  A compiled function is not re-entrant while a call
+    runs (as PyTensor's own storage is not).
+    """
+
+    def __init__(self):
+        self.values: dict[int, object] = {}
+
+
 class NumbaGraphPiece(Op):
     """A consecutive piece of a compiled graph, run as one separately compiled function.
 
     Parameters
     ----------
     fgraph
-        The piece: its inputs are the piece's real inputs, in order.
-    n_order_inputs
-        Extra trailing inputs the piece does not read: they only make the
-        piece run after the piece that produces them.
+        The piece: its inputs are the graph inputs it reads, then the values
+        earlier pieces left in ``carry``; its outputs are the values it
+        returns, then those it leaves in ``carry``.
+    n_real, n_returned
+        How many of ``fgraph``'s inputs and outputs are real node inputs
+        and outputs (the rest go through ``carry``).
+    carry, in_keys, out_keys, release_keys
+        The store, the keys of the carried inputs and outputs, and the keys
+        this piece is the last reader of.
+    has_token
+        The node takes the previous piece's token as its last input (every
+        piece returns one last): pieces run in the order they were cut.
     view_map, destroy_map
-        Which inputs the outputs view or destroy (PyTensor's conventions).
+        Which real inputs the returned outputs view or destroy.
     """
 
-    def __init__(self, fgraph, n_order_inputs=0, view_map=None, destroy_map=None):
+    def __init__(
+        self,
+        fgraph,
+        n_real,
+        n_returned,
+        carry,
+        in_keys,
+        out_keys,
+        release_keys,
+        has_token,
+        view_map=None,
+        destroy_map=None,
+    ):
         self.fgraph = fgraph
-        self.n_order_inputs = n_order_inputs
+        self.n_real = n_real
+        self.n_returned = n_returned
+        self.carry = carry
+        self.in_keys = tuple(in_keys)
+        self.out_keys = tuple(out_keys)
+        self.release_keys = tuple(release_keys)
+        self.has_token = has_token
         self.view_map = view_map or {}
         self.destroy_map = destroy_map or {}
         # The piece reads every view of a buffer it destroys before destroying
         # it: its nodes run in the order PyTensor's destroy handler checked.
-        n_inputs = len(fgraph.inputs) + n_order_inputs
+        n_inputs = n_real + int(has_token)
         destroyed = {j for positions in self.destroy_map.values() for j in positions}
         self.destroyhandler_tolerate_aliased = [
             (j, i) for j in sorted(destroyed) for i in range(n_inputs) if i != j
@@ -140,18 +183,16 @@ class NumbaGraphPiece(Op):
         return f"NumbaGraphPiece{{{len(self.fgraph.apply_nodes)} nodes}}"
 
     def make_node(self, *inputs):
-        n_real = len(self.fgraph.inputs)
-        if len(inputs) != n_real + self.n_order_inputs:
-            raise ValueError(
-                f"NumbaGraphPiece: expected {n_real + self.n_order_inputs} inputs, "
-                f"got {len(inputs)}"
-            )
-        for var, inner in zip(inputs, self.fgraph.inputs, strict=False):
+        n_inputs = self.n_real + int(self.has_token)
+        if len(inputs) != n_inputs:
+            raise ValueError(f"NumbaGraphPiece: expected {n_inputs} inputs, got {len(inputs)}")
+        for var, inner in zip(inputs, self.fgraph.inputs[: self.n_real], strict=False):
             if var.type != inner.type:
                 raise TypeError(
                     f"NumbaGraphPiece: input {var} has type {var.type}, expected {inner.type}"
                 )
-        return Apply(self, list(inputs), [o.type() for o in self.fgraph.outputs])
+        returned = [o.type() for o in self.fgraph.outputs[: self.n_returned]]
+        return Apply(self, list(inputs), [*returned, _TOKEN_TYPE()])
 
     def compiled(self):
         """The piece as a Python-callable Numba function (compiled on its first call)."""
@@ -159,9 +200,19 @@ class NumbaGraphPiece(Op):
             self._compiled = _jit_piece(self.fgraph)
         return self._compiled
 
+    def run(self, inputs):
+        """The returned outputs and the token, given the real inputs."""
+        values = self.carry.values
+        carried = [values[key] for key in self.in_keys]
+        results = self.compiled()(*inputs[: self.n_real], *carried)
+        for key, value in zip(self.out_keys, results[self.n_returned :], strict=True):
+            values[key] = value
+        for key in self.release_keys:
+            values.pop(key, None)
+        return (*results[: self.n_returned], np.zeros((), dtype="int8"))
+
     def perform(self, node, inputs, output_storage):
-        results = self.compiled()(*inputs[: len(self.fgraph.inputs)])
-        for storage, value in zip(output_storage, results, strict=True):
+        for storage, value in zip(output_storage, self.run(inputs), strict=True):
             storage[0] = value
 
 
@@ -236,12 +287,8 @@ def _jit_piece(fgraph):
 def _numba_funcify_piece(op, node, **kwargs):
     from pytensor.link.numba.dispatch.basic import get_numba_type, numba_njit
 
-    n_real = len(op.fgraph.inputs)
     outputs_type = numba.types.Tuple([get_numba_type(o.type) for o in node.outputs])
-    call = op.compiled
-
-    def run(inputs):
-        return call()(*inputs[:n_real])
+    run = op.run
 
     @numba_njit
     def piece(*inputs):
@@ -289,77 +336,101 @@ def _alias_roots(nodes, inputs):
     return root, destroyed
 
 
-def _piece_node(fgraph, nodes, previous_outputs):
-    """``(old outputs, new outputs)`` that put ``nodes`` into one piece, or None."""
-    inside = set(nodes)
-    produced = {out for node in nodes for out in node.outputs}
-    inputs: list[Variable] = []
-    for node in nodes:
-        for var in node.inputs:
-            if var not in produced and not isinstance(var, Constant) and var not in inputs:
-                inputs.append(var)
-    outputs = [
-        out
-        for node in nodes
-        for out in node.outputs
-        if any(client == "output" or client not in inside for client, _ in fgraph.clients[out])
-    ]
-    if not outputs:
-        return None
-    root, destroyed = _alias_roots(nodes, inputs)
-    # A buffer the piece destroys leaves it as an output, so that PyTensor's
-    # destroy handler keeps seeing who destroys it.
-    extra = [alias for alias in destroyed.values() if alias not in outputs]
-    outputs += extra
+def _build_pieces(fgraph, pieces):
+    """The piece nodes for ``pieces`` (lists of nodes) and the ``(old, new)`` pairs."""
+    piece_of = {node: k for k, nodes in enumerate(pieces) for node in nodes}
+    carry = _Carry()
+    keys: dict[Variable, int] = {}
+    last_reader: dict[Variable, int] = {}
+    specs = []
+    for k, nodes in enumerate(pieces):
+        inside = set(nodes)
+        produced = {out for node in nodes for out in node.outputs}
+        real, carried = [], []
+        for node in nodes:
+            for var in node.inputs:
+                if var in produced or isinstance(var, Constant):
+                    continue
+                if var.owner is not None and var.owner in piece_of:
+                    if var not in carried:
+                        carried.append(var)
+                        last_reader[var] = k
+                elif var not in real:
+                    real.append(var)
+        returned, stored = [], []
+        for node in nodes:
+            for out in node.outputs:
+                outside = [c for c, _ in fgraph.clients[out] if c == "output" or c not in inside]
+                if any(c == "output" or c not in piece_of for c in outside):
+                    returned.append(out)
+                if any(c != "output" and c in piece_of for c in outside):
+                    stored.append(out)
+                    keys[out] = len(keys)
+        specs.append((nodes, real, carried, returned, stored))
 
-    # The inner graph: the same nodes on fresh inputs, run in PyTensor's order.
-    memo: dict[Variable, Variable] = {}
-    inner_inputs = []
-    for var in inputs:
-        new = var.type()
-        new.name = var.name
-        memo[var] = new
-        inner_inputs.append(new)
-    inner_order = []
-    for node in nodes:
-        new_node = node.clone_with_new_inputs([memo.get(v, v) for v in node.inputs])
-        memo.update(zip(node.outputs, new_node.outputs, strict=True))
-        inner_order.append(new_node)
-    inner_outputs = [memo[out] for out in outputs]
+    replacements = []
+    token = None
+    for k, (nodes, real, carried, returned, stored) in enumerate(specs):
+        root, destroyed = _alias_roots(nodes, real)
+        n_used = len(returned)
+        returned = returned + [a for a in destroyed.values() if a not in returned]
 
-    # Outputs on one buffer made inside the piece: PyTensor can no longer see
-    # that they alias, so a function output among them gets its own copy.
-    seen_roots: set = set()
-    for i, out in enumerate(outputs):
-        r = root[out]
-        if isinstance(r, tuple):
-            continue
-        if r in seen_roots and any(c == "output" for c, _ in fgraph.clients[out]):
-            inner_outputs[i] = deep_copy_op(inner_outputs[i])
-            inner_order.append(inner_outputs[i].owner)
-        seen_roots.add(r)
-
-    view_map, destroy_map = {}, {}
-    for i, out in enumerate(outputs):
-        r = root[out]
-        if isinstance(r, tuple) and inner_outputs[i] is memo[out]:
-            if destroyed.get(r[1]) is out:
-                destroy_map[i] = [r[1]]
-            else:
-                view_map[i] = [r[1]]
-
-    order_inputs = []
-    if previous_outputs and not any(o in inputs for o in previous_outputs):
-        order_inputs = [previous_outputs[0]]
-    inner = FunctionGraph(
-        inner_inputs, inner_outputs, clone=False, features=[_FixedOrder(inner_order)]
-    )
-    op = NumbaGraphPiece(inner, len(order_inputs), view_map, destroy_map)
-    new_outputs = op(*inputs, *order_inputs, return_list=True)
-    for old, new in zip(outputs, new_outputs, strict=True):
-        new.name = old.name
-    n_used = len(outputs) - len(extra)
-    return outputs[:n_used], new_outputs[:n_used], new_outputs
+        memo: dict[Variable, Variable] = {}
+        inner_inputs = []
+        for var in (*real, *carried):
+            new = var.type()
+            new.name = var.name
+            memo[var] = new
+            inner_inputs.append(new)
+        inner_order = []
+        for node in nodes:
+            new_node = node.clone_with_new_inputs([memo.get(v, v) for v in node.inputs])
+            memo.update(zip(node.outputs, new_node.outputs, strict=True))
+            inner_order.append(new_node)
+        inner_returned = [memo[out] for out in returned]
+        # Returned outputs on one buffer made inside the piece: PyTensor can
+        # no longer see that they alias, so a function output gets a copy.
+        seen_roots: set = set()
+        for i, out in enumerate(returned):
+            r = root[out]
+            if isinstance(r, tuple):
+                continue
+            if r in seen_roots and any(c == "output" for c, _ in fgraph.clients[out]):
+                inner_returned[i] = deep_copy_op(inner_returned[i])
+                inner_order.append(inner_returned[i].owner)
+            seen_roots.add(r)
+        view_map, destroy_map = {}, {}
+        for i, out in enumerate(returned):
+            r = root[out]
+            if isinstance(r, tuple) and inner_returned[i] is memo[out]:
+                if destroyed.get(r[1]) is out:
+                    destroy_map[i] = [r[1]]
+                else:
+                    view_map[i] = [r[1]]
+        inner = FunctionGraph(
+            inner_inputs,
+            inner_returned + [memo[out] for out in stored],
+            clone=False,
+            features=[_FixedOrder(inner_order)],
+        )
+        op = NumbaGraphPiece(
+            inner,
+            n_real=len(real),
+            n_returned=len(returned),
+            carry=carry,
+            in_keys=[keys[v] for v in carried],
+            out_keys=[keys[v] for v in stored],
+            release_keys=[keys[v] for v in carried if last_reader[v] == k],
+            has_token=token is not None,
+            view_map=view_map,
+            destroy_map=destroy_map,
+        )
+        outputs = op(*real, *([token] if token is not None else []), return_list=True)
+        token = outputs[-1]
+        for old, new in zip(returned[:n_used], outputs, strict=False):
+            new.name = old.name
+            replacements.append((old, new))
+    return replacements
 
 
 class SplitLargeNumbaGraph(GraphRewriter):
@@ -377,9 +448,8 @@ class SplitLargeNumbaGraph(GraphRewriter):
             return
         if graph_weight(fgraph) < min_weight:
             return
-        order = fgraph.toposort()
         pieces, current, weight = [], [], 0
-        for node in order:
+        for node in fgraph.toposort():
             if not _pieceable(node):
                 if current:
                     pieces.append(current)
@@ -392,25 +462,14 @@ class SplitLargeNumbaGraph(GraphRewriter):
                 current, weight = [], 0
         if current:
             pieces.append(current)
-        previous_outputs: list[Variable] = []
-        for nodes in pieces:
-            if len(nodes) < 2:
-                continue
-            piece = _piece_node(fgraph, nodes, previous_outputs)
-            if piece is None:
-                continue
-            old_outputs, new_outputs, all_outputs = piece
-            try:
-                fgraph.replace_all_validate(
-                    list(zip(old_outputs, new_outputs, strict=True)),
-                    reason="lasagne_bn_numba_split",
-                )
-            except Exception as exc:  # the destroy handler refused: keep these nodes whole
-                _log.debug(
-                    "lasagne_bn_numba_split: piece of %d nodes kept whole: %s", len(nodes), exc
-                )
-                continue
-            previous_outputs = all_outputs
+        pieces = [nodes for nodes in pieces if len(nodes) > 1]
+        if len(pieces) < 2:
+            return
+        replacements = _build_pieces(fgraph, pieces)
+        try:
+            fgraph.replace_all_validate(replacements, reason="lasagne_bn_numba_split")
+        except Exception as exc:  # the destroy handler refused: compile the graph whole
+            _log.debug("lasagne_bn_numba_split: graph kept whole: %s", exc)
 
 
 # Last of all rewrites (PyTensor's own end at 110), in Numba mode only.
