@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from hashlib import sha256
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -63,6 +64,9 @@ MIN_GRAPH_WEIGHT = 400
 MAX_PIECE_WEIGHT = 120
 
 _log = logging.getLogger(__name__)
+
+# Keys the pieces' disk cache: an edit here must never load an old piece.
+_SOURCE_VERSION = sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 _TOKEN_TYPE = TensorType("int8", shape=())
 
@@ -272,13 +276,15 @@ def _jit_piece(fgraph):
     body = numba_njit(py_func)
     key = None
     if cacheable[0]:
-        parts = ("lasagne_bn_graph_piece", keys, len(fgraph.inputs))
+        parts = ("lasagne_bn_graph_piece", _SOURCE_VERSION, keys, len(fgraph.inputs))
         parts += (tuple(coords[o] for o in fgraph.outputs), int(config.numba__fastmath))
         key = sha256(repr(parts).encode()).hexdigest()
     wrapper = compile_numba_function_src(
         "def lasagne_bn_graph_piece(*args):\n    return body(*args)\n",
         "lasagne_bn_graph_piece",
-        global_env={"body": body},
+        # This module's globals: Numba rebuilds a cached function's
+        # environment by importing the module named there.
+        global_env=globals() | {"body": body},
         cache_key=key,
     )
     return numba_njit(wrapper, final_function=True, cache=key is not None)

@@ -146,12 +146,13 @@ def test_small_graph_is_compiled_whole():
 
 
 def _one_step(mode, x, y, net, loss, upd, xs, ys):
-    params = get_all_params(net)  # trainable and the running averages
-    start = [p.get_value() for p in params]
+    # every updated variable: the parameters, running averages and velocities
+    state = list(upd.keys())
+    start = [p.get_value() for p in state]
     f = pytensor.function([x, y], loss, updates=upd, mode=mode)
     value = f(xs, ys)
-    after = [p.get_value() for p in params]
-    for p, v in zip(params, start, strict=True):
+    after = [p.get_value() for p in state]
+    for p, v in zip(state, start, strict=True):
         p.set_value(v)
     return f, value, after
 
