@@ -115,6 +115,7 @@ def rewritten_numba_graph(inputs, outputs, updates_):
     return _RewriteOnlyLinker.graph
 
 
+@pytest.mark.slow
 def test_deep_training_graph_is_cut_into_bounded_pieces(seeded_init):
     x, y, _, loss, upd = training_graph(blocks=9)
     fgraph = rewritten_numba_graph([x, y], loss, upd)
@@ -176,6 +177,7 @@ def test_pieces_train_like_fast_compile(seeded_init, monkeypatch):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shortcut", ["pad", "zeros"])
 def test_jax_traces_legacy_cifar_shortcuts(seeded_init, shortcut):
     x, y, net, loss, _ = training_graph(blocks=3, shortcut=shortcut, size=6)
