@@ -7,8 +7,9 @@ than the graph: a ResNet-50 training step (about a thousand nodes) went past
 8 GB of address space inside llvmlite, where Theano needed 1.3 GB.
 
 This module's rewrite (``lasagne_bn_numba_split``, Numba mode only, last of
-all rewrites) cuts a big graph that holds ``lasagne_bn`` Ops into
-consecutive pieces of the final node order.  Each piece becomes one
+all rewrites, inside :func:`graph_splitting` only: experimental) cuts a big
+graph that holds ``lasagne_bn`` Ops into consecutive pieces of the final
+node order.  Each piece becomes one
 :class:`NumbaGraphPiece` node, compiled as its own Numba function (its own
 LLVM module, cached on disk under PyTensor's key for the piece) and called
 from the whole-graph function through Numba's object mode.  Peak compile
@@ -32,6 +33,8 @@ True
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 from hashlib import sha256
 from pathlib import Path
 
@@ -54,6 +57,7 @@ __all__ = [
     "MIN_GRAPH_WEIGHT",
     "NumbaGraphPiece",
     "SplitLargeNumbaGraph",
+    "graph_splitting",
     "graph_weight",
 ]
 
@@ -448,6 +452,8 @@ class SplitLargeNumbaGraph(GraphRewriter):
         self.max_piece_weight = max_piece_weight
 
     def apply(self, fgraph):
+        if not _ENABLED.get():
+            return
         min_weight = MIN_GRAPH_WEIGHT if self.min_weight is None else self.min_weight
         max_piece = MAX_PIECE_WEIGHT if self.max_piece_weight is None else self.max_piece_weight
         if not any(_is_ours(node) for node in fgraph.apply_nodes):
@@ -478,5 +484,25 @@ class SplitLargeNumbaGraph(GraphRewriter):
             _log.debug("lasagne_bn_numba_split: graph kept whole: %s", exc)
 
 
-# Last of all rewrites (PyTensor's own end at 110), in Numba mode only.
-optdb.register("lasagne_bn_numba_split", SplitLargeNumbaGraph(), "numba", position=1000)
+_ENABLED: ContextVar[bool] = ContextVar("lasagne_bn_numba_split", default=False)
+_REGISTERED = False
+
+
+@contextmanager
+def graph_splitting():
+    """Compile the default-mode functions built inside the block in pieces (experimental).
+
+    Off by default: it is exact (tested against ``FAST_COMPILE``) but has not
+    yet shown that it keeps a ResNet-50 training function within memory, and a
+    split function must not be called from two threads at once.  The rewrite
+    is registered (Numba mode only, last of all rewrites) on first use.
+    """
+    global _REGISTERED
+    if not _REGISTERED:
+        optdb.register("lasagne_bn_numba_split", SplitLargeNumbaGraph(), "numba", position=1000)
+        _REGISTERED = True
+    token = _ENABLED.set(True)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)

@@ -110,7 +110,7 @@ class _RewriteOnlyLinker(NumbaLinker):
 
 def rewritten_numba_graph(inputs, outputs, updates_):
     mode = Mode(_RewriteOnlyLinker(), NUMBA.provided_optimizer)
-    with pytest.raises(_GraphOnly):
+    with pytest.raises(_GraphOnly), numba_split.graph_splitting():
         pytensor.function(inputs, outputs, updates=updates_, mode=mode)
     return _RewriteOnlyLinker.graph
 
@@ -150,7 +150,8 @@ def _one_step(mode, x, y, net, loss, upd, xs, ys):
     # every updated variable: the parameters, running averages and velocities
     state = list(upd.keys())
     start = [p.get_value() for p in state]
-    f = pytensor.function([x, y], loss, updates=upd, mode=mode)
+    with numba_split.graph_splitting():
+        f = pytensor.function([x, y], loss, updates=upd, mode=mode)
     value = f(xs, ys)
     after = [p.get_value() for p in state]
     for p, v in zip(state, start, strict=True):
