@@ -793,6 +793,8 @@ class Rebuilder:
 
     def _construct(self, cls, state: dict, what: str, fixed: dict | None = None):
         """Call ``cls`` with the arguments its signature names, taken from ``state``."""
+        from lasagne_bn.utils import initializer_hook
+
         signature = inspect.signature(cls.__init__)
         kwargs = dict(fixed or {})
         takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
@@ -813,7 +815,6 @@ class Rebuilder:
                 raise LegacyNetworkError(
                     f"{what}: cannot rebuild argument {name!r} from the pickled {exc.path}"
                 ) from None
-        self._limit_initializers(signature, kwargs, what)
         if (
             "name" in state
             and "name" not in kwargs
@@ -821,7 +822,8 @@ class Rebuilder:
         ):
             kwargs["name"] = state["name"]
         try:
-            return cls(**kwargs)
+            with initializer_hook(functools.partial(self._charge, what)):
+                return cls(**kwargs)
         except LegacyNetworkError:
             raise
         except (TypeError, ValueError) as exc:
@@ -829,15 +831,20 @@ class Rebuilder:
                 f"{what}: {cls.__name__}(...) refused the pickled values: {exc}"
             ) from exc
 
-    def _limit_initializers(self, signature, kwargs: dict, what: str) -> None:
-        """Initializers in ``kwargs`` or the defaults may fill only what the budget allows."""
-        from lasagne_bn.init import Initializer
-
-        for name, param in list(signature.parameters.items())[1:]:
-            value = kwargs.get(name, param.default)
-            budgeted = _budgeted_class()
-            if isinstance(value, Initializer) and not isinstance(value, budgeted):
-                kwargs[name] = budgeted(value, self, f"{what}.{name}")
+    def _charge(self, what: str, shape: tuple, name: str | None) -> None:
+        """Refuse a parameter the pickle does not hold, beyond what is left of the budget."""
+        try:
+            nbytes = math.prod(int(d) for d in shape) * 8  # float64, the widest filled
+        except (TypeError, ValueError):  # not a shape: create_param says so
+            return
+        if nbytes > self.max_new_bytes:
+            raise LegacyNetworkError(
+                f"{what}: the pickle holds no value for parameter {name or '?'} of shape "
+                f"{tuple(shape)}, and initializing it would allocate {nbytes:,} bytes, more "
+                f"than the {self.max_new_bytes:,} a rebuild may add to what the file holds; "
+                "refused"
+            )
+        self.max_new_bytes -= nbytes
 
     def _layer(self, obj: LegacyObject, cls):
         state = legacy_state(obj)
@@ -881,37 +888,6 @@ class Rebuilder:
 
 
 _BUILDING = object()
-
-
-@functools.cache
-def _budgeted_class() -> type:
-    """The initializer wrapper that keeps to a rebuild's budget.
-
-    Made on first use, so that importing compat._pickle imports no lasagne_bn.
-    """
-    from lasagne_bn.init import Initializer
-
-    class BudgetedInitializer(Initializer):
-        def __init__(self, init, rebuilder: Rebuilder, what: str):
-            self.init, self.rebuilder, self.what = init, rebuilder, what
-
-        def sample(self, shape):
-            try:
-                count = math.prod(int(d) for d in shape)
-            except (TypeError, ValueError):  # not a shape: the initializer says so
-                return self.init(shape)
-            nbytes = count * 8  # float64, the widest an initializer fills
-            if nbytes > self.rebuilder.max_new_bytes:
-                raise LegacyNetworkError(
-                    f"{self.what}: the pickle holds no value for this parameter of shape "
-                    f"{tuple(shape)}, and initializing it would allocate {nbytes:,} bytes, "
-                    f"more than the {self.rebuilder.max_new_bytes:,} a rebuild may add to "
-                    "what the file holds; refused"
-                )
-            self.rebuilder.max_new_bytes -= nbytes
-            return self.init(shape)
-
-    return BudgetedInitializer
 
 
 class _Unconvertible(Exception):
