@@ -160,7 +160,9 @@ def _scalar_check(op, node, index: int, rule: tuple):
 
     def on_host(value):
         result = jax.ShapeDtypeStruct(value.shape, value.dtype)
-        return jax.pure_callback(lambda v: np.asarray(check(v), v.dtype), result, value)
+        return jax.pure_callback(
+            lambda v: np.asarray(check(v), v.dtype), result, value, vmap_method="sequential"
+        )
 
     def traced_check(value):
         # the range of _check_scalar, traced; a callback on every call would
