@@ -320,7 +320,15 @@ def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, l
             budget -= len(raw)
             name = info.filename[:-4]
             arrays[name] = _read_npy(raw, f"{where}[{name}]", classes)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        OSError,
+        ValueError,
+        NotImplementedError,  # a compression method zipfile lacks
+        RuntimeError,  # zipfile: an encrypted member
+    ) as exc:
         if isinstance(exc, LegacyFormatError | UnsafePickleError):
             raise
         raise LegacyFormatError(f"{where} is truncated or not an .npz file ({exc})") from None

@@ -157,3 +157,21 @@ def test_chain_of_800_layers_loads_and_predicts():
     for w in weights:
         expected = np.tanh(expected @ w)
     np.testing.assert_allclose(f(x), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("flag_byte", "method_byte"), [(0, 99), (1, 0)], ids=["unknown method", "encrypted"]
+)
+def test_npz_member_zipfile_cannot_read_is_a_format_error(flag_byte, method_byte, tmp_path):
+    """Found by the fuzz test: zipfile's NotImplementedError / RuntimeError escaped."""
+    buf = io.BytesIO()
+    np.savez(buf, np.arange(3.0))
+    data = bytearray(buf.getvalue())
+    for header in (b"PK\x03\x04", b"PK\x01\x02"):  # local and central headers
+        start = data.index(header)
+        flags = start + (6 if header == b"PK\x03\x04" else 8)
+        data[flags] |= flag_byte
+        data[flags + 2] = method_byte
+    with pytest.raises(LegacyFormatError, match="is truncated or not an .npz file") as info:
+        cio.read_checkpoint(io.BytesIO(bytes(data)))
+    _one_line(info)
