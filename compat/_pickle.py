@@ -27,8 +27,10 @@ with a plain ``pickle.load``, like the files Lasagne users wrote.
 from __future__ import annotations
 
 import _compat_pickle
+import functools
 import inspect
 import io
+import math
 import numbers
 import pickle
 import struct
@@ -616,16 +618,31 @@ class Rebuilder:
     tied); nonlinearities map to lasagne_bn's.  ``notes`` collects what was
     left out (``convolution=T.nnet.conv2d`` and the like).
 
+    A file must not make the rebuild allocate what it does not hold: the
+    layer graph is walked without recursion (deep networks load), cycles
+    and values nested more than :attr:`MAX_NESTING` deep are refused, and
+    initializers (a parameter the pickle left out, or pickled as
+    ``lasagne.init.*``) may fill at most ``max_new_bytes`` in all.
+
     Parameters
     ----------
     classes : mapping, optional
         ``'module.Name' -> class`` for layer classes of the caller's own
         (rebuilt the same way).
+    max_new_bytes : int
+        The most bytes of parameters the rebuild may create with
+        initializers, rather than take from the pickle.
     """
 
-    def __init__(self, classes: Mapping | None = None):
+    #: How deeply values may nest inside one another (containers, layers held
+    #: by attributes); a chain of layers through their inputs does not count.
+    MAX_NESTING = 100
+
+    def __init__(self, classes: Mapping | None = None, max_new_bytes: int = 2**20):
         self.classes = dict(classes or {})
+        self.max_new_bytes = max_new_bytes
         self.memo: dict[int, object] = {}
+        self._depth = 0
         self.notes: list[str] = []
         self._functions = _nonlinearity_targets()
         self._elemwise = _elemwise_targets()
@@ -637,8 +654,21 @@ class Rebuilder:
         """``obj`` with every stand-in inside replaced (raises for unconvertible ones)."""
         key = id(obj)
         if key in self.memo:
-            return self.memo[key]
-        result = self._convert(obj, where)
+            result = self.memo[key]
+            if result is _BUILDING:
+                raise LegacyNetworkError(
+                    f"{where}: the pickled {legacy_path(obj)} refers to itself; refused"
+                )
+            return result
+        if self._depth >= self.MAX_NESTING:
+            raise LegacyNetworkError(
+                f"{where}: the pickle nests values more than {self.MAX_NESTING} deep; refused"
+            )
+        self._depth += 1
+        try:
+            result = self._convert(obj, where)
+        finally:
+            self._depth -= 1
         if isinstance(obj, LegacyObject | list | dict | set):
             self.memo[key] = result
         return result
@@ -667,9 +697,8 @@ class Rebuilder:
 
     def _convert_object(self, obj: LegacyObject, where: str):
         path = obj.legacy_path
-        layer_cls = self.classes.get(path) or _layer_class(path)
-        if layer_cls is not None:
-            return self._layer(obj, layer_cls)
+        if self._layer_cls(obj) is not None:
+            return self._layer_graph(obj)
         if path.endswith("SharedVariable"):
             return self._shared(obj, where)
         if path in ("theano.tensor.var.TensorVariable", "theano.tensor.basic.TensorVariable"):
@@ -718,8 +747,56 @@ class Rebuilder:
 
     # layers --------------------------------------------------------------
 
+    def _layer_cls(self, obj):
+        if not isinstance(obj, LegacyObject):
+            return None
+        return self.classes.get(obj.legacy_path) or _layer_class(obj.legacy_path)
+
+    def _inputs(self, obj: LegacyObject) -> list:
+        """The stand-ins of the layers feeding ``obj`` (as its pickled state names them)."""
+        state = legacy_state(obj)
+        if "input_layers" in state:
+            found = state["input_layers"]
+            found = list(found) if isinstance(found, list | tuple) else []
+        else:
+            found = [state.get("input_layer")]
+        return [layer for layer in found if self._layer_cls(layer) is not None]
+
+    def _layer_graph(self, root: LegacyObject):
+        """Rebuild ``root`` and every layer feeding it, inputs first, without recursion.
+
+        A network of thousands of layers in a chain rebuilds in constant
+        stack depth; a layer that feeds itself (through any number of
+        layers) is refused.
+        """
+        path_ids = {id(root)}
+        stack = [(root, iter(self._inputs(root)))]
+        while stack:
+            obj, inputs = stack[-1]
+            for layer in inputs:
+                if id(layer) in self.memo:
+                    continue
+                if id(layer) in path_ids:
+                    name = legacy_state(layer).get("name")
+                    length = len(stack) - [id(o) for o, _ in stack].index(id(layer))
+                    through = "" if length == 1 else f" through {length} layers"
+                    raise LegacyNetworkError(
+                        f"{layer.legacy_path} {name!r} is its own input{through}: a network "
+                        "must not have cycles; refused"
+                    )
+                path_ids.add(id(layer))
+                stack.append((layer, iter(self._inputs(layer))))
+                break
+            else:
+                stack.pop()
+                path_ids.discard(id(obj))
+                self.memo[id(obj)] = self._layer(obj, self._layer_cls(obj))
+        return self.memo[id(root)]
+
     def _construct(self, cls, state: dict, what: str, fixed: dict | None = None):
         """Call ``cls`` with the arguments its signature names, taken from ``state``."""
+        from lasagne_bn.utils import initializer_hook
+
         signature = inspect.signature(cls.__init__)
         kwargs = dict(fixed or {})
         takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
@@ -750,11 +827,29 @@ class Rebuilder:
         if takes_kwargs and state.get("num_groups", 1) != 1 and "num_groups" not in kwargs:
             kwargs["num_groups"] = state["num_groups"]
         try:
-            return cls(**kwargs)
+            with initializer_hook(functools.partial(self._charge, what)):
+                return cls(**kwargs)
+        except LegacyNetworkError:
+            raise
         except (TypeError, ValueError) as exc:
             raise LegacyNetworkError(
                 f"{what}: {cls.__name__}(...) refused the pickled values: {exc}"
             ) from exc
+
+    def _charge(self, what: str, shape: tuple, name: str | None) -> None:
+        """Refuse a parameter the pickle does not hold, beyond what is left of the budget."""
+        try:
+            nbytes = math.prod(int(d) for d in shape) * 8  # float64, the widest filled
+        except (TypeError, ValueError):  # not a shape: create_param says so
+            return
+        if nbytes > self.max_new_bytes:
+            raise LegacyNetworkError(
+                f"{what}: the pickle holds no value for parameter {name or '?'} of shape "
+                f"{tuple(shape)}, and initializing it would allocate {nbytes:,} bytes, more "
+                f"than the {self.max_new_bytes:,} a rebuild may add to what the file holds; "
+                "refused"
+            )
+        self.max_new_bytes -= nbytes
 
     def _layer(self, obj: LegacyObject, cls):
         state = legacy_state(obj)
@@ -772,7 +867,7 @@ class Rebuilder:
             fixed["incoming"] = (
                 self.convert(layer, what) if layer is not None else tuple(state["input_shape"])
             )
-        self.memo[id(obj)] = None  # guards against cycles
+        self.memo[id(obj)] = _BUILDING  # guards against cycles through other attributes
         layer = self._construct(cls, state, what, fixed)
         self._restore_param_order(layer, state, what)
         return layer
@@ -797,20 +892,30 @@ class Rebuilder:
         layer.params = OrderedDict((p, tags | extra[id(p)]) for p, tags in mapped)
 
 
+_BUILDING = object()
+
+
 class _Unconvertible(Exception):
     def __init__(self, path: str):
         super().__init__(path)
         self.path = path
 
 
-def contains_layers(obj, _seen=None) -> bool:
-    """Whether an unpickled object holds stand-ins of Lasagne layers (shallowly nested)."""
-    if isinstance(obj, LegacyObject):
-        return obj.legacy_path.startswith("lasagne.layers.")
-    if isinstance(obj, Mapping):
-        return any(contains_layers(v) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return any(contains_layers(v) for v in obj)
+def contains_layers(obj) -> bool:
+    """Whether an unpickled object holds stand-ins of Lasagne layers in its containers.
+
+    Walks lists, tuples and mapping values of any depth without recursion
+    (each container once, so shared or self-containing ones end).
+    """
+    stack, seen = [obj], set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, LegacyObject):
+            if item.legacy_path.startswith("lasagne.layers."):
+                return True
+        elif isinstance(item, Mapping | list | tuple) and id(item) not in seen:
+            seen.add(id(item))
+            stack.extend(item.values() if isinstance(item, Mapping) else item)
     return False
 
 

@@ -42,6 +42,7 @@ import json
 import math
 import os
 import re
+import reprlib
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -319,7 +320,15 @@ def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, l
             budget -= len(raw)
             name = info.filename[:-4]
             arrays[name] = _read_npy(raw, f"{where}[{name}]", classes)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        OSError,
+        ValueError,
+        NotImplementedError,  # a compression method zipfile lacks
+        RuntimeError,  # zipfile: an encrypted member
+    ) as exc:
         if isinstance(exc, LegacyFormatError | UnsafePickleError):
             raise
         raise LegacyFormatError(f"{where} is truncated or not an .npz file ({exc})") from None
@@ -357,12 +366,19 @@ def _as_values(obj, where: str) -> list | None:
     return values
 
 
-def _interpret(obj, where: str, classes) -> Checkpoint:
-    """Recognise what an unpickled object is."""
+def _interpret(obj, where: str, classes, file_bytes: int = 0) -> Checkpoint:
+    """Recognise what an unpickled object is.
+
+    A rebuilt network may initialize parameters the pickle lacks up to the
+    file's size (at least 1 MiB), never more: a pickled ``num_units=10**11``
+    is refused, not allocated.
+    """
     if contains_layers(obj):
-        rebuilder = Rebuilder(classes)
+        rebuilder = Rebuilder(classes, max_new_bytes=max(file_bytes, 2**20))
         try:
             network = rebuilder.convert(obj, "network")
+        except LegacyNetworkError as exc:
+            raise LegacyNetworkError(f"{where}: {exc}") from None
         except CheckpointError:
             raise
         except Exception as exc:
@@ -400,7 +416,7 @@ def _interpret(obj, where: str, classes) -> Checkpoint:
                 )
         if obj and all(isinstance(v, np.ndarray) for v in obj.values()):
             return Checkpoint("pickle", list(obj.values()), [str(k) for k in obj])
-        keys = ", ".join(repr(k) for k in list(obj)[:5])
+        keys = ", ".join(reprlib.repr(k) for k in list(obj)[:5])  # keys may nest deeply
         raise LegacyFormatError(
             f"{where} holds a dict with keys {keys}; expected the values under one of "
             f"{', '.join(map(repr, VALUE_KEYS))}"
@@ -415,18 +431,21 @@ def _interpret(obj, where: str, classes) -> Checkpoint:
 
 
 def _find_layers(obj) -> list:
+    """The layers in ``obj`` and its lists, tuples and mapping values, in order, each once."""
     from lasagne_bn.layers import Layer
 
-    if isinstance(obj, Layer):
-        return [obj]
-    if isinstance(obj, Mapping):
-        obj = list(obj.values())
-    if isinstance(obj, list | tuple):
-        found = []
-        for item in obj:
-            found.extend(layer for layer in _find_layers(item) if layer not in found)
-        return found
-    return []
+    found, seen, stack = [], set(), [obj]
+    while stack:  # no recursion: containers may nest deeply
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        if isinstance(item, Layer):
+            seen.add(id(item))
+            found.append(item)
+        elif isinstance(item, Mapping | list | tuple):
+            seen.add(id(item))
+            stack.extend(reversed(list(item.values() if isinstance(item, Mapping) else item)))
+    return found
 
 
 def read_checkpoint(
@@ -472,7 +491,7 @@ def read_checkpoint(
         values = _as_values(array, where) if array.dtype.hasobject else [array]
         checkpoint = Checkpoint("npy", values, [f"[{i}]" for i in range(len(values))])
     else:
-        checkpoint = _interpret(_unpickle(data, where, classes), where, classes)
+        checkpoint = _interpret(_unpickle(data, where, classes), where, classes, len(data))
     checkpoint.source = where
     record = checkpoint.extras.pop(STAT_RECORD, None)
     if record is not None:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from inspect import signature
 from typing import Any
 
@@ -445,6 +447,35 @@ def compute_norms(array, norm_axes=None):
 # parameters
 
 
+_INITIALIZER_HOOK: ContextVar[Callable | None] = ContextVar(
+    "lasagne_bn_initializer_hook", default=None
+)
+
+
+@contextmanager
+def initializer_hook(hook: Callable[[tuple, str | None], None]) -> Iterator[None]:
+    """Call ``hook(shape, name)`` before :func:`create_param` runs an initializer.
+
+    Inside the block, every parameter about to be filled by a callable
+    (rather than given as an array or variable) is first shown to ``hook``,
+    which may raise to refuse it before anything is allocated: a loader
+    rebuilding a network from a file uses it so that the file cannot make
+    it allocate what the file does not hold.
+
+    >>> from lasagne_bn.init import Constant
+    >>> seen = []
+    >>> with initializer_hook(lambda shape, name: seen.append(shape)):
+    ...     _ = create_param(Constant(0.0), (2, 3), name='W')
+    >>> seen
+    [(2, 3)]
+    """
+    token = _INITIALIZER_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _INITIALIZER_HOOK.reset(token)
+
+
 def create_param(spec, shape, name: str | None = None) -> Variable:
     """Create a parameter of the given shape from ``spec``, or check a given one.
 
@@ -480,6 +511,9 @@ def create_param(spec, shape, name: str | None = None) -> Variable:
         )
     err_prefix = f"cannot initialize parameter {name}: "
     if callable(spec):
+        hook = _INITIALIZER_HOOK.get()
+        if hook is not None:
+            hook(shape, name)
         spec = spec(shape)
         what = "the {} returned by the provided callable"
     else:

@@ -16,9 +16,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from pytensor.graph.basic import Constant
 from pytensor.link.jax.dispatch import jax_funcify
 
 from lasagne_bn.ops.bn import (
@@ -26,6 +28,7 @@ from lasagne_bn.ops.bn import (
     BatchNormInference,
     BatchNormTrain,
     BatchNormTrainGrad,
+    _check_scalar,
 )
 from lasagne_bn.ops.layout import reduced_size, stat_shape
 
@@ -123,14 +126,72 @@ def _check_m(op, x):
         )
 
 
+#: The range rules of the scalar inputs: (name, low, high, low end open).
+_EPSILON = ("epsilon", 0.0, np.inf, True)
+_FACTOR = ("running_average_factor", 0.0, 1.0, False)
+
+
+def _scalar_check(op, node, index: int, rule: tuple):
+    """The check of scalar input ``index`` against ``rule`` that the other backends make.
+
+    A constant is checked now, when the graph is lowered, and costs nothing
+    per call.  A symbolic value is compared in the traced graph and, only
+    when it is out of range, sent to the host (``jax.pure_callback``, a
+    branch of ``lax.cond``) to raise, since JAX cannot raise on a traced
+    value.  The error reaches the caller inside JAX's ``JaxRuntimeError``,
+    whose message contains ours (``"epsilon=-1.0 is out of range: ..."``).
+
+    Returns a function of the traced value that returns it, to be used in
+    its place (so the check stays in the computation), or None.
+    """
+    name, low, high, low_open = rule
+
+    def check(value):
+        try:
+            _check_scalar(float(value), name, low, high, low_open)
+        except ValueError as exc:
+            raise ValueError(f"{op}: {exc}") from None
+        return value
+
+    variable = node.inputs[index]
+    if isinstance(variable, Constant):
+        check(np.asarray(variable.data))
+        return None
+
+    def on_host(value):
+        result = jax.ShapeDtypeStruct(value.shape, value.dtype)
+        return jax.pure_callback(
+            lambda v: np.asarray(check(v), v.dtype), result, value, vmap_method="sequential"
+        )
+
+    def traced_check(value):
+        # the range of _check_scalar, traced; a callback on every call would
+        # cost about a millisecond on CPU
+        value = jnp.asarray(value)
+        above = value > low if low_open else value >= low
+        ok = above & (value <= high) & jnp.isfinite(value)
+        return lax.cond(ok, lambda v: v, on_host, value)
+
+    return traced_check
+
+
+def _apply_check(check, value):
+    return value if check is None else check(value)
+
+
 @jax_funcify.register(BatchNormTrain)
 def jax_funcify_BatchNormTrain(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
     axis_name = _AXIS_NAME.get()
+    check_epsilon = _scalar_check(op, node, 3, _EPSILON)
+    check_factor = _scalar_check(op, node, 4, _FACTOR) if len(node.inputs) > 4 else None
 
     def batch_norm_train(x, gamma, beta, epsilon, *running):
         _check_m(op, x)
+        epsilon = _apply_check(check_epsilon, epsilon)
+        if running:
+            running = (_apply_check(check_factor, running[0]), *running[1:])
         params = (gamma, beta, *running[1:])
         names = ("gamma", "beta", "running_mean", "running_var")
         _check_shapes(op, x, names[: len(params)], params)
@@ -168,7 +229,10 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
 
 @jax_funcify.register(BatchNormInference)
 def jax_funcify_BatchNormInference(op, node, **kwargs):
+    check_epsilon = _scalar_check(op, node, 5, _EPSILON)
+
     def batch_norm_inference(x, gamma, beta, mean, var, epsilon):
+        epsilon = _apply_check(check_epsilon, epsilon)
         _check_shapes(op, x, ("gamma", "beta", "mean", "var"), (gamma, beta, mean, var))
         work = _work_dtype(x.dtype)
         scale = gamma.astype(work) / jnp.sqrt(var.astype(work) + jnp.asarray(epsilon, work))

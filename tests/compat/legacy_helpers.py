@@ -371,3 +371,110 @@ def legacy_network_pickle(values, *, gpu: str | None = None, protocol: int = 2) 
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
+
+
+class LegacyNames:
+    """Objects that pickle under Theano's and Lasagne's class names, for any network.
+
+    Use as a context manager (the fake ``theano`` / ``lasagne`` modules live
+    in ``sys.modules`` only inside it)::
+
+        with LegacyNames() as names:
+            l_in = names.layer("input.InputLayer", shape=(None, 4), input_var=names.input_var(2))
+            fc = names.layer("dense.DenseLayer", l_in, num_units=3, W=names.shared(w, "W"))
+            data = names.dumps(fc)
+
+    ``layer`` fills in what every Lasagne layer pickles (``input_layer``,
+    ``input_shape``, ``params``, ``name``, ``get_output_kwargs``); parameter
+    attributes that are shared variables go into ``params``.
+    """
+
+    def __init__(self):
+        self._saved: dict = {}
+
+    def __enter__(self) -> LegacyNames:
+        self._scratchpad = self.cls("theano.gof.utils.scratchpad")
+        self._container = self.cls("theano.gof.link.Container")
+        self._tensor_type = self.cls("theano.tensor.type.TensorType")
+        self._shared_cls = self.cls("theano.tensor.sharedvar.TensorSharedVariable")
+        self._variable = self.cls("theano.tensor.var.TensorVariable")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, module in self._saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+    def cls(self, path: str) -> type:
+        module_name, _, name = path.rpartition(".")
+        module = _fake_module(module_name, self._saved)
+        if not hasattr(module, name):
+            setattr(module, name, type(name, (_Plain,), {"__module__": module_name}))
+        return getattr(module, name)
+
+    def func(self, path: str):
+        module_name, _, name = path.rpartition(".")
+        module = _fake_module(module_name, self._saved)
+        if not hasattr(module, name):
+
+            def f(*args):
+                return args[0] if args else None
+
+            f.__module__, f.__name__, f.__qualname__ = module_name, name, name
+            setattr(module, name, f)
+        return getattr(module, name)
+
+    def _type(self, dtype: str, ndim: int):
+        return self._tensor_type(
+            dtype=dtype, broadcastable=(False,) * ndim, name=None, sparse_grad=False
+        )
+
+    def shared(self, value, name: str):
+        t = self._type(str(value.dtype), value.ndim)
+        container = self._container(
+            type=t, name=name, storage=[value], readonly=False, strict=False,
+            allow_downcast=None,
+        )  # fmt: skip
+        return self._shared_cls(
+            container=container, type=t, owner=None, index=None, name=name,
+            tag=self._scratchpad(), auto_name="auto_1",
+        )  # fmt: skip
+
+    def input_var(self, ndim: int, name: str = "input"):
+        return self._variable(
+            type=self._type("float32", ndim), owner=None, index=None, name=name,
+            tag=self._scratchpad(), auto_name="auto_0",
+        )  # fmt: skip
+
+    def layer(self, path: str, incoming=None, *, input_shape=None, **attrs):
+        """A ``lasagne.layers.<path>`` object fed by ``incoming`` (a layer object or None).
+
+        Pass ``input_shape`` where the rebuilt network needs it (a layer
+        without ``incoming``); the rebuilder takes shapes from the input layers.
+        """
+        from collections import OrderedDict
+
+        params = OrderedDict(
+            (v, {"trainable"})
+            for v in attrs.values()
+            if isinstance(v, self._shared_cls)
+        )  # fmt: skip
+        attrs.setdefault("name", None)
+        if path != "input.InputLayer":
+            attrs.update(input_layer=incoming, input_shape=input_shape)
+        obj = self.cls(f"lasagne.layers.{path}")(params=params, get_output_kwargs=[], **attrs)
+        return obj
+
+    @staticmethod
+    def dumps(obj, protocol: int = 2) -> bytes:
+        """``pickle.dumps`` with room for deep networks (as their owners had to make)."""
+        import pickle
+
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 100_000))
+        try:
+            return pickle.dumps(obj, protocol=protocol)
+        finally:
+            sys.setrecursionlimit(limit)

@@ -293,9 +293,70 @@ def test_runtime_errors(mode_name):
             fn(RNG.normal(size=(0, 2)), np.ones(2), np.zeros(2), 1e-3)
     with pytest.raises((ValueError, AssertionError)):
         fn(RNG.normal(size=(3, 2)), np.ones(5), np.zeros(5), 1e-3)
-    if mode_name != "jax":  # JAX cannot raise on a traced value
-        with pytest.raises(ValueError, match="epsilon"):
-            fn(RNG.normal(size=(3, 2)), np.ones(2), np.zeros(2), -1.0)
+    with pytest.raises(_RUNTIME_ERRORS[mode_name], match="epsilon"):
+        fn(RNG.normal(size=(3, 2)), np.ones(2), np.zeros(2), -1.0)
+
+
+#: What a bad symbolic value raises: JAX passes on our ValueError (raised on
+#: the host) as a ValueError or as its JaxRuntimeError (a RuntimeError) whose
+#: message contains ours.
+_RUNTIME_ERRORS = {
+    name: (ValueError, RuntimeError) if name == "jax" else ValueError for name in MODE_NAMES
+}
+
+
+@pytest.fixture(scope="module")
+def symbolic_scalars_fn():
+    """Per mode, train (running stats) and test BN with symbolic epsilon and factor."""
+    cache = {}
+
+    def get(mode_name):
+        if mode_name not in cache:
+            g, b, rm, rv = (pt.vector(n) for n in ("g", "b", "rm", "rv"))
+            x = pt.matrix("x")
+            eps, factor = pt.scalar("eps"), pt.scalar("factor")
+            train = batch_normalization_train(
+                x, g, b, epsilon=eps, running_average_factor=factor, running_mean=rm,
+                running_var=rv,
+            )  # fmt: skip
+            test = batch_normalization_test(x, g, b, rm, rv, epsilon=eps)
+            cache[mode_name] = pytensor.function(
+                [x, g, b, rm, rv, eps, factor], [*train, test], mode=mode_for(mode_name)
+            )
+        return cache[mode_name]
+
+    return get
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "factor", "refused"),
+    [
+        (-1.0, 0.1, "epsilon=-1.0 is out of range"),
+        (0.0, 0.1, "epsilon=0.0 is out of range"),
+        (np.nan, 0.1, "epsilon=nan is out of range"),
+        (1e-4, 5.0, "running_average_factor=5.0 is out of range"),
+        (1e-4, -0.5, "running_average_factor=-0.5 is out of range"),
+        (1e-4, np.nan, "running_average_factor=nan is out of range"),
+    ],
+)
+@pytest.mark.parametrize(
+    "mode_name",  # JAX is the new check; the others compile for ~20 s each
+    [m if m == "jax" else pytest.param(m, marks=pytest.mark.slow) for m in MODE_NAMES],
+)
+def test_symbolic_scalars_out_of_range_are_refused_in_every_mode(
+    mode_name, epsilon, factor, refused, symbolic_scalars_fn
+):
+    fn = symbolic_scalars_fn(mode_name)
+    x = RNG.normal(size=(4, 3))
+    ones, zeros = np.ones(3), np.zeros(3)
+    outs = fn(x, ones, zeros, zeros, ones, 1e-4, 1.0)  # the range's ends are allowed
+    np.testing.assert_allclose(outs[4], x.var(0, ddof=1), rtol=1e-5)
+    with pytest.raises(_RUNTIME_ERRORS[mode_name]) as info:
+        fn(x, ones, zeros, zeros, ones, epsilon, factor)
+    name = refused.partition("=")[0]
+    assert name in str(info.value)
+    if mode_name == "jax":  # our message, value included, inside JAX's
+        assert refused in str(info.value)
 
 
 def test_op_rejects_wrong_number_of_running_inputs():
