@@ -42,7 +42,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.op import Op
-from pytensor.tensor.type import TensorType
+from pytensor.tensor.type import TensorType, integer_dtypes
 
 from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple, static_or
 
@@ -520,7 +520,7 @@ class DynamicPool(Op):
             v = pt.as_tensor_variable(v)
             if v.type.ndim == 0:
                 v = pt.stack([v] * self.nd)
-            if v.type.ndim != 1 or v.type.dtype not in pt.integer_dtypes:
+            if v.type.ndim != 1 or v.type.dtype not in integer_dtypes:
                 raise TypeError(
                     f"{name}={v}: expected an int or a vector of {self.nd} ints, got "
                     f"{v.type.dtype} with ndim={v.type.ndim}"

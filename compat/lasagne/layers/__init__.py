@@ -49,18 +49,12 @@ _MISSING = {
     "TPSTransformerLayer": "lasagne_bn has no spatial transformer layers",
     "RandomizedRectifierLayer": "use ParametricRectifierLayer or a LeakyRectify nonlinearity",
     "rrelu": "use prelu or a LeakyRectify nonlinearity",
-    "SpatialPyramidPoolingLayer": "lasagne_bn has no SpatialPyramidPoolingLayer",
-    "FeatureWTALayer": "lasagne_bn has no FeatureWTALayer",
-    "FeaturePoolLayer": "reshape with ReshapeLayer and pool with an ExpressionLayer",
     **{
         name: "3-D convolution, pooling and upscaling layers are not in lasagne_bn"
         for name in (
             "Conv3DLayer",
             "TransposedConv3DLayer",
             "Deconv3DLayer",
-            "Pool3DLayer",
-            "MaxPool3DLayer",
-            "Upscale3DLayer",
         )
     },
 }
