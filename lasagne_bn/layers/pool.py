@@ -39,8 +39,8 @@ __all__ = [
     "pool_output_length",
 ]
 
-# Theano's pooling modes ('average' is its old name of 'average_inc_pad')
-_MODES = (*POOL_MODES, "average")
+# Theano's pooling modes (its pool_2d refused the alias 'average')
+_MODES = POOL_MODES
 
 
 def _int_tuple(value, n, what, name, minimum):
