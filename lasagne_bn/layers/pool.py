@@ -512,6 +512,52 @@ def pool_2d_nxn_regions(inputs, output_size, mode="max"):
     return bins
 
 
+def _bin_masks(length, n):
+    """``(length, n)`` bool: which positions each of the ``n`` bins covers, and the counts.
+
+    The bounds are Lasagne's float64 ``floor(k / n * length)`` and
+    ``ceil((k + 1) / n * length)``, computed in the graph when ``length``
+    is symbolic.
+    """
+    k = np.arange(n) / float(n)
+    if isinstance(length, int_types):
+        lo = np.floor(k * length).astype("int64")
+        hi = np.ceil((np.arange(n) + 1) / float(n) * length).astype("int64")
+        pos = np.arange(length)[:, None]
+        return pt.constant((pos >= lo) & (pos < hi)), pt.constant(hi - lo)
+    lo = pt.cast(pt.floor(pt.constant(k) * length), "int64")
+    hi = pt.cast(pt.ceil(pt.constant((np.arange(n) + 1) / float(n)) * length), "int64")
+    pos = pt.arange(length).dimshuffle(0, "x")
+    return pt.and_(pt.ge(pos, lo), pt.lt(pos, hi)), hi - lo
+
+
+def _kaiming_level(input, n, mode):
+    """``pool_2d_nxn_regions`` as one ``(batch, channels, n * n)`` tensor.
+
+    Reduces rows then columns through bin masks: a few broadcast ops
+    instead of ``n * n`` slices (each a compiled kernel, and its gradient
+    another); same values and gradients (ties included).
+    """
+    static = input.type.shape[2:]
+    size = [s if s is not None else input.shape[2 + i] for i, s in enumerate(static)]
+    (rows, n_rows), (cols, n_cols) = _bin_masks(size[0], n), _bin_masks(size[1], n)
+    x = input.dimshuffle(0, 1, 2, 3, "x")  # (b, c, h, w, bin_row)
+    if mode == "max":
+        fill = np.array(-np.inf, dtype=input.dtype)
+        y = pt.max(pt.where(rows.dimshuffle("x", "x", 0, "x", 1), x, fill), axis=2)
+        y = y.dimshuffle(0, 1, 2, 3, "x")  # (b, c, w, bin_row, bin_col)
+        y = pt.max(pt.where(cols.dimshuffle("x", "x", 0, "x", 1), y, fill), axis=2)
+    else:
+        zero = np.array(0, dtype=input.dtype)
+        y = pt.sum(pt.where(rows.dimshuffle("x", "x", 0, "x", 1), x, zero), axis=2)
+        y = y.dimshuffle(0, 1, 2, 3, "x")
+        y = pt.sum(pt.where(cols.dimshuffle("x", "x", 0, "x", 1), y, zero), axis=2)
+        count = n_rows.dimshuffle(0, "x") * n_cols.dimshuffle("x", 0)
+        y = y / pt.cast(count, input.dtype)
+    lead = [s if s is not None else input.shape[i] for i, s in enumerate(input.type.shape[:2])]
+    return y.reshape((*lead, n * n))
+
+
 class SpatialPyramidPoolingLayer(Layer):
     """Pools 4-d input of any spatial size into a fixed number of bins per channel.
 
@@ -562,10 +608,8 @@ class SpatialPyramidPoolingLayer(Layer):
 
     def get_output_for(self, input, **kwargs):
         if self.implementation == "kaiming":
-            bins = []
-            for n in self.pool_dims:
-                bins += pool_2d_nxn_regions(input, n, mode=self.mode)
-            return pt.concatenate(bins, axis=2)
+            levels = [_kaiming_level(input, n, self.mode) for n in self.pool_dims]
+            return pt.concatenate(levels, axis=2)
         static = tuple(
             a if a is not None else b
             for a, b in zip(self.input_shape[2:], input.type.shape[2:], strict=True)

@@ -77,6 +77,13 @@ def make_layers():
         "up-repeat": Upscale2DLayer(InputLayer((2, 3, 3, 4)), (2, 3)),
         "up-dilate": Upscale2DLayer(InputLayer((2, 3, 3, 4)), 2, mode="dilate"),
         "up1d": Upscale1DLayer(InputLayer((2, 3, 5)), 3),
+    }
+
+
+def make_new_layers():
+    """The layers Lasagne master has beyond 2-D pooling (compiled separately: Numba's
+    compile of all of them with the others takes minutes on a loaded machine)."""
+    return {
         "max3d": MaxPool3DLayer(InputLayer((1, 2, 5, 4, 5)), 2, stride=(1, 2, 2), pad=(1, 0, 1)),
         "avg3d": Pool3DLayer(
             InputLayer((1, 2, 5, 4, 3)), (2, 2, 3), ignore_border=False, mode="average_exc_pad"
@@ -216,9 +223,10 @@ def inputs(layers):
 _compiled = {}
 
 
-def run(mode_name, layers, inputs):
+def run(key, layers, inputs, mode_name=None):
     """Every layer's output and the gradient of a fixed projection of it."""
-    if mode_name not in _compiled:
+    mode_name = key if mode_name is None else mode_name
+    if key not in _compiled:
         ins = [layer.input_layer.input_var for layer in layers.values()]
         outs = []
         for layer in layers.values():
@@ -226,8 +234,8 @@ def run(mode_name, layers, inputs):
             shape = layer.output_shape
             weights = pt.constant((np.arange(np.prod(shape)) % 7).reshape(shape), dtype="float32")
             outs += [y, pytensor.grad((y * weights).sum(), layer.input_layer.input_var)]
-        _compiled[mode_name] = pytensor.function(ins, outs, mode=mode_for(mode_name))
-    values = _compiled[mode_name](*inputs.values())
+        _compiled[key] = pytensor.function(ins, outs, mode=mode_for(mode_name))
+    values = _compiled[key](*inputs.values())
     return {name: values[2 * i : 2 * i + 2] for i, name in enumerate(layers)}
 
 
@@ -241,6 +249,51 @@ def results(request, layers, inputs):
     if request.param == "jax":
         pytest.importorskip("jax")
     return run(request.param, layers, inputs)
+
+
+@pytest.fixture(scope="module")
+def new_layers():
+    return make_new_layers()
+
+
+@pytest.fixture(scope="module")
+def new_inputs(new_layers):
+    r = np.random.RandomState(1)
+    return {
+        n: r.randint(-3, 4, size=l.input_shape).astype(np.float32) for n, l in new_layers.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def new_py_results(new_layers, new_inputs):
+    return run("py-new", new_layers, new_inputs, mode_name="py")
+
+
+_SLOW = pytest.mark.slow
+NEW_MODES = [
+    pytest.param("default", marks=_SLOW),
+    "fast_compile",
+    "py",
+    pytest.param("jax", marks=_SLOW),
+]
+
+
+@pytest.fixture(scope="module", params=NEW_MODES)
+def new_results(request, new_layers, new_inputs):
+    if request.param == "jax":
+        pytest.importorskip("jax")
+    return run(f"{request.param}-new", new_layers, new_inputs, mode_name=request.param)
+
+
+@pytest.mark.parametrize("name", list(make_new_layers()))
+def test_new_layer_output_and_gradient(new_layers, new_inputs, new_results, new_py_results, name):
+    """As below, for the 3-D, feature and pyramid pooling layers."""
+    layer = new_layers[name]
+    got, grad = new_results[name]
+    assert got.shape == layer.output_shape
+    want = reference(name, layer, new_inputs[name])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(grad, new_py_results[name][1], rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", list(make_layers()))
@@ -342,7 +395,7 @@ def test_new_layers_refuse_what_lasagne_refused():
         SpatialPyramidPoolingLayer(InputLayer((1, 2, 5, 5)), implementation="slow")
 
 
-@pytest.mark.parametrize("mode_name", ["default", "py"])
+@pytest.mark.parametrize("mode_name", [pytest.param("default", marks=pytest.mark.slow), "py"])
 def test_spp_with_unknown_spatial_size(mode_name):
     """'fast' pools with windows computed from the run-time size; one function, two sizes."""
     l_in = InputLayer((None, 2, None, None))

@@ -216,7 +216,17 @@ def compiled(mode_name):
     return _compiled[mode_name]
 
 
-@pytest.fixture(scope="module", params=MODE_NAMES_WITHOUT_C)
+# Numba and JAX compile the whole set for minutes on a loaded machine
+SLOW_MODES = ("default", "jax")
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(m, marks=pytest.mark.slow) if m in SLOW_MODES else m
+        for m in MODE_NAMES_WITHOUT_C
+    ],
+)
 def results(request, data):
     if request.param == "jax":
         pytest.importorskip("jax")
