@@ -384,9 +384,15 @@ def _check_pool_size(pool_size, name):
     return int(pool_size)
 
 
-def _grouped(input, axis, pool_size):
-    """``input`` with ``axis`` split into ``(groups, pool_size)`` (static sizes where known)."""
-    size = [s if s is not None else input.shape[i] for i, s in enumerate(input.type.shape)]
+def _grouped(input, axis, pool_size, known=()):
+    """``input`` with ``axis`` split into ``(groups, pool_size)``.
+
+    Sizes are ints where the input's type or ``known`` (the layer's input
+    shape) gives them: JAX cannot compile a reshape to traced sizes.
+    """
+    known = tuple(known) if len(tuple(known)) == input.ndim else (None,) * input.ndim
+    static = [a if a is not None else b for a, b in zip(input.type.shape, known, strict=True)]
+    size = [s if s is not None else input.shape[i] for i, s in enumerate(static)]
     groups = size[axis] // pool_size
     return input.reshape((*size[:axis], groups, pool_size, *size[axis + 1 :])), size
 
@@ -429,7 +435,7 @@ class FeaturePoolLayer(Layer):
         return tuple(shape)
 
     def get_output_for(self, input, **kwargs):
-        grouped, _ = _grouped(input, self.axis, self.pool_size)
+        grouped, _ = _grouped(input, self.axis, self.pool_size, self.input_shape)
         return self.pool_function(grouped, axis=self.axis + 1)
 
 
@@ -456,7 +462,7 @@ class FeatureWTALayer(Layer):
             )
 
     def get_output_for(self, input, **kwargs):
-        grouped, size = _grouped(input, self.axis, self.pool_size)
+        grouped, size = _grouped(input, self.axis, self.pool_size, self.input_shape)
         winner = pt.argmax(grouped, axis=self.axis + 1, keepdims=True)
         position = pt.arange(self.pool_size).reshape(
             (1,) * (self.axis + 1) + (self.pool_size,) + (1,) * (input.ndim - self.axis - 1)
