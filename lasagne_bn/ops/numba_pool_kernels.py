@@ -1,6 +1,7 @@
-"""Numba kernels for 2-D pooling (the default backend).
+"""Numba kernels for 2-D and 3-D pooling (the default backend).
 
-Inputs are viewed as contiguous ``(planes, rows, cols)``; the planes (batch
+Inputs are viewed as contiguous ``(planes, depth, rows, cols)`` (2-D pooling
+is 3-D pooling with a depth of 1 and a window depth of 1); the planes (batch
 times channels) are split over threads, each plane's windows are walked
 directly in unpadded coordinates (padding is never read, so it never wins a
 maximum).  ``mode``: 0 max, 1 sum, 2 average_inc_pad, 3 average_exc_pad.
@@ -31,135 +32,148 @@ def window(o, ws, st, pad, size):
 
 
 @driver
-def first_max(x2, r0, r1, c0, c1):
-    """Row, col of the first maximum of ``x2[r0:r1, c0:c1]`` (a NaN wins)."""
-    br, bc = r0, c0
-    m = x2[r0, c0]
+def first_max(x3, d0, d1, r0, r1, c0, c1):
+    """Depth, row, col of the first maximum of ``x3[d0:d1, r0:r1, c0:c1]`` (a NaN wins)."""
+    bd, br, bc = d0, r0, c0
+    m = x3[d0, r0, c0]
     if m != m:
-        return br, bc
-    for r in range(r0, r1):
-        for c in range(c0, c1):
-            v = x2[r, c]
-            if v != v:
-                return r, c
-            if v > m:
-                m = v
-                br, bc = r, c
-    return br, bc
+        return bd, br, bc
+    for d in range(d0, d1):
+        for r in range(r0, r1):
+            for c in range(c0, c1):
+                v = x3[d, r, c]
+                if v != v:
+                    return d, r, c
+                if v > m:
+                    m = v
+                    bd, br, bc = d, r, c
+    return bd, br, bc
 
 
 @kernel
-def pool_forward(x3, out3, wh, ww, sh, sw, ph, pw, mode):
-    P, H, W = x3.shape
-    OH, OW = out3.shape[1], out3.shape[2]
+def pool_forward(x4, out4, w, s, pd, mode):
+    """``w``, ``s``, ``pd``: window, stride and padding per pooled axis (3 each)."""
+    P, D, H, W = x4.shape
+    OD, OH, OW = out4.shape[1], out4.shape[2], out4.shape[3]
     for p in prange(P):
-        for i in range(OH):
-            r0, r1, nh = window(i, wh, sh, ph, H)
-            for j in range(OW):
-                c0, c1, nw = window(j, ww, sw, pw, W)
-                if mode == MAX:
-                    r, c = first_max(x3[p], r0, r1, c0, c1)
-                    out3[p, i, j] = x3[p, r, c]
-                    continue
-                s = 0.0
-                for r in range(r0, r1):
-                    for c in range(c0, c1):
-                        s += np.float64(x3[p, r, c])
-                if mode == AVG_INC:
-                    s /= nh * nw
-                elif mode == AVG_EXC:
-                    s /= (r1 - r0) * (c1 - c0)
-                out3[p, i, j] = s
+        for k in range(OD):
+            d0, d1, nd = window(k, w[0], s[0], pd[0], D)
+            for i in range(OH):
+                r0, r1, nh = window(i, w[1], s[1], pd[1], H)
+                for j in range(OW):
+                    c0, c1, nw = window(j, w[2], s[2], pd[2], W)
+                    if mode == MAX:
+                        d, r, c = first_max(x4[p], d0, d1, r0, r1, c0, c1)
+                        out4[p, k, i, j] = x4[p, d, r, c]
+                        continue
+                    acc = 0.0
+                    for d in range(d0, d1):
+                        for r in range(r0, r1):
+                            for c in range(c0, c1):
+                                acc += np.float64(x4[p, d, r, c])
+                    if mode == AVG_INC:
+                        acc /= nd * nh * nw
+                    elif mode == AVG_EXC:
+                        acc /= (d1 - d0) * (r1 - r0) * (c1 - c0)
+                    out4[p, k, i, j] = acc
 
 
 @kernel
-def max_pool_grad(x3, gz3, gx3, wh, ww, sh, sw, ph, pw):
-    """``gx3`` (overwritten) gets each ``gz`` at its window's first maximum."""
-    P, H, W = x3.shape
-    OH, OW = gz3.shape[1], gz3.shape[2]
+def max_pool_grad(x4, gz4, gx4, w, s, pd):
+    """``gx4`` (overwritten) gets each ``gz`` at its window's first maximum."""
+    P, D, H, W = x4.shape
+    OD, OH, OW = gz4.shape[1], gz4.shape[2], gz4.shape[3]
     for p in prange(P):
-        gx3[p] = 0
-        for i in range(OH):
-            r0, r1, _ = window(i, wh, sh, ph, H)
-            for j in range(OW):
-                c0, c1, _ = window(j, ww, sw, pw, W)
-                r, c = first_max(x3[p], r0, r1, c0, c1)
-                gx3[p, r, c] += gz3[p, i, j]
+        gx4[p] = 0
+        for k in range(OD):
+            d0, d1, _ = window(k, w[0], s[0], pd[0], D)
+            for i in range(OH):
+                r0, r1, _ = window(i, w[1], s[1], pd[1], H)
+                for j in range(OW):
+                    c0, c1, _ = window(j, w[2], s[2], pd[2], W)
+                    d, r, c = first_max(x4[p], d0, d1, r0, r1, c0, c1)
+                    gx4[p, d, r, c] += gz4[p, k, i, j]
 
 
 @kernel
-def max_pool_grad_grad(x3, ggx3, out3, wh, ww, sh, sw, ph, pw):
-    """``out3[i, j]`` = ``ggx`` at window ``(i, j)``'s first maximum."""
-    P, H, W = x3.shape
-    OH, OW = out3.shape[1], out3.shape[2]
+def max_pool_grad_grad(x4, ggx4, out4, w, s, pd):
+    """``out4[k, i, j]`` = ``ggx`` at window ``(k, i, j)``'s first maximum."""
+    P, D, H, W = x4.shape
+    OD, OH, OW = out4.shape[1], out4.shape[2], out4.shape[3]
     for p in prange(P):
-        for i in range(OH):
-            r0, r1, _ = window(i, wh, sh, ph, H)
-            for j in range(OW):
-                c0, c1, _ = window(j, ww, sw, pw, W)
-                r, c = first_max(x3[p], r0, r1, c0, c1)
-                out3[p, i, j] = ggx3[p, r, c]
+        for k in range(OD):
+            d0, d1, _ = window(k, w[0], s[0], pd[0], D)
+            for i in range(OH):
+                r0, r1, _ = window(i, w[1], s[1], pd[1], H)
+                for j in range(OW):
+                    c0, c1, _ = window(j, w[2], s[2], pd[2], W)
+                    d, r, c = first_max(x4[p], d0, d1, r0, r1, c0, c1)
+                    out4[p, k, i, j] = ggx4[p, d, r, c]
 
 
 @kernel
-def average_pool_grad(gz3, gx3, wh, ww, sh, sw, ph, pw, mode):
-    """``gx3`` (overwritten) = transpose of sum / average pooling applied to ``gz3``."""
-    P, H, W = gx3.shape
-    OH, OW = gz3.shape[1], gz3.shape[2]
+def average_pool_grad(gz4, gx4, w, s, pd, mode):
+    """``gx4`` (overwritten) = transpose of sum / average pooling applied to ``gz4``."""
+    P, D, H, W = gx4.shape
+    OD, OH, OW = gz4.shape[1], gz4.shape[2], gz4.shape[3]
     for p in prange(P):
-        gx3[p] = 0
-        for i in range(OH):
-            r0, r1, nh = window(i, wh, sh, ph, H)
-            for j in range(OW):
-                c0, c1, nw = window(j, ww, sw, pw, W)
-                g = np.float64(gz3[p, i, j])
-                if mode == AVG_INC:
-                    g /= nh * nw
-                elif mode == AVG_EXC:
-                    g /= (r1 - r0) * (c1 - c0)
-                for r in range(r0, r1):
-                    for c in range(c0, c1):
-                        gx3[p, r, c] += g
+        gx4[p] = 0
+        for k in range(OD):
+            d0, d1, nd = window(k, w[0], s[0], pd[0], D)
+            for i in range(OH):
+                r0, r1, nh = window(i, w[1], s[1], pd[1], H)
+                for j in range(OW):
+                    c0, c1, nw = window(j, w[2], s[2], pd[2], W)
+                    g = np.float64(gz4[p, k, i, j])
+                    if mode == AVG_INC:
+                        g /= nd * nh * nw
+                    elif mode == AVG_EXC:
+                        g /= (d1 - d0) * (r1 - r0) * (c1 - c0)
+                    for d in range(d0, d1):
+                        for r in range(r0, r1):
+                            for c in range(c0, c1):
+                                gx4[p, d, r, c] += g
 
 
 # --------------------------------------------------------------------------
 # C-callable entry points (see numba_conv_kernels.py): arrays and an int64
-# parameter vector ``P, H, W, OH, OW, wh, ww, sh, sw, ph, pw, mode``.
+# parameter vector ``P, D, H, W, OD, OH, OW, wd, wh, ww, sd, sh, sw, pd, ph,
+# pw, mode``.
 
-POOL_DIMS = 12
+POOL_DIMS = 17
 
 
 def _pool_forward_entry(x_ptr, out_ptr, d_ptr):
     d = numba.carray(d_ptr, (POOL_DIMS,))
-    x3 = numba.carray(x_ptr, (d[0], d[1], d[2]))
-    out3 = numba.carray(out_ptr, (d[0], d[3], d[4]))
-    pool_forward(x3, out3, d[5], d[6], d[7], d[8], d[9], d[10], d[11])
+    x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    out4 = numba.carray(out_ptr, (d[0], d[4], d[5], d[6]))
+    pool_forward(x4, out4, d[7:10], d[10:13], d[13:16], d[16])
     return 0
 
 
 def _max_pool_grad_entry(x_ptr, gz_ptr, gx_ptr, d_ptr):
     d = numba.carray(d_ptr, (POOL_DIMS,))
-    x3 = numba.carray(x_ptr, (d[0], d[1], d[2]))
-    gz3 = numba.carray(gz_ptr, (d[0], d[3], d[4]))
-    gx3 = numba.carray(gx_ptr, (d[0], d[1], d[2]))
-    max_pool_grad(x3, gz3, gx3, d[5], d[6], d[7], d[8], d[9], d[10])
+    x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    gz4 = numba.carray(gz_ptr, (d[0], d[4], d[5], d[6]))
+    gx4 = numba.carray(gx_ptr, (d[0], d[1], d[2], d[3]))
+    max_pool_grad(x4, gz4, gx4, d[7:10], d[10:13], d[13:16])
     return 0
 
 
 def _max_pool_grad_grad_entry(x_ptr, ggx_ptr, out_ptr, d_ptr):
     d = numba.carray(d_ptr, (POOL_DIMS,))
-    x3 = numba.carray(x_ptr, (d[0], d[1], d[2]))
-    ggx3 = numba.carray(ggx_ptr, (d[0], d[1], d[2]))
-    out3 = numba.carray(out_ptr, (d[0], d[3], d[4]))
-    max_pool_grad_grad(x3, ggx3, out3, d[5], d[6], d[7], d[8], d[9], d[10])
+    x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
+    ggx4 = numba.carray(ggx_ptr, (d[0], d[1], d[2], d[3]))
+    out4 = numba.carray(out_ptr, (d[0], d[4], d[5], d[6]))
+    max_pool_grad_grad(x4, ggx4, out4, d[7:10], d[10:13], d[13:16])
     return 0
 
 
 def _average_pool_grad_entry(gz_ptr, gx_ptr, d_ptr):
     d = numba.carray(d_ptr, (POOL_DIMS,))
-    gz3 = numba.carray(gz_ptr, (d[0], d[3], d[4]))
-    gx3 = numba.carray(gx_ptr, (d[0], d[1], d[2]))
-    average_pool_grad(gz3, gx3, d[5], d[6], d[7], d[8], d[9], d[10], d[11])
+    gz4 = numba.carray(gz_ptr, (d[0], d[4], d[5], d[6]))
+    gx4 = numba.carray(gx_ptr, (d[0], d[1], d[2], d[3]))
+    average_pool_grad(gz4, gx4, d[7:10], d[10:13], d[13:16], d[16])
     return 0
 
 

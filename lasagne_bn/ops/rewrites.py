@@ -111,6 +111,7 @@ class RegisterJaxKernels(GraphRewriter):
     def apply(self, fgraph):
         importlib.import_module("lasagne_bn.ops.jax")
         importlib.import_module("lasagne_bn.ops.jax_conv")
+        importlib.import_module("lasagne_bn.ops.jax_pool")
 
 
 optdb.register("lasagne_bn_register_jax", RegisterJaxKernels(), "jax", position=0.05)

@@ -176,14 +176,15 @@ class TestTheanoFunctions:
             T.nnet.conv2d(x, x, bogus=1)
         with pytest.raises(ValueError, match="give ws or its old name ds, not both"):
             pool.pool_2d(x, ws=(2, 2), ds=(2, 2), ignore_border=True)
-        with pytest.raises(AttributeError, match="3-D pooling"):
-            pool.pool_3d  # noqa: B018
-        # 3-D convolutions are there
+        with pytest.raises(AttributeError, match="pooling gradients come from theano.grad"):
+            pool.MaxPoolRop  # noqa: B018
+        # 3-D convolutions and pooling are there
         scope = {}
         exec("from lasagne.layers import Conv3DLayer, Deconv3DLayer, TransposedConv3DLayer", scope)
         assert scope["Conv3DLayer"] is lasagne_bn.layers.Conv3DLayer
         assert scope["Deconv3DLayer"] is lasagne_bn.layers.TransposedConv3DLayer
         assert T.nnet.conv3d is T.nnet.abstract_conv.conv3d
+        assert callable(pool.pool_3d)
 
     def test_layers_are_lasagne_bn_s(self):
         import lasagne

@@ -136,17 +136,17 @@ def test_theano_pickled_types_become_pytensors_and_isinstance_still_holds():
 def test_ops_of_pickled_training_graphs_load_inert():
     from theano.sandbox.rng_mrg import mrg_uniform
     from theano.tensor.nnet.abstract_conv import AbstractConv2d
-    from theano.tensor.signal.pool import Pool
+    from theano.tensor.signal.pool import MaxPoolGrad
 
-    for cls, advice in [(Pool, "pool_2d"), (mrg_uniform, "uniform")]:
+    for cls, advice in [(MaxPoolGrad, "pool_2d"), (mrg_uniform, "uniform")]:
         with pytest.raises(TypeError, match=advice):
             cls(ignore_border=True)
         op = cls.__new__(cls)  # as pickle makes it
         op.__setstate__({"mode": "max"})
         with pytest.raises(TypeError, match="no counterpart"):
             op(pt.matrix())
-    # Theano's convolution Op classes are real Ops here (custom deconvolution
-    # layers instantiate them); a pickled one still loads as a record
+    # Theano's convolution and pooling Op classes are real here (legacy code
+    # instantiates them); a pickled one still loads as a record
     op = AbstractConv2d.__new__(AbstractConv2d)
     op.__dict__.update({"border_mode": "valid", "imshp": (None,) * 4})
     assert isinstance(

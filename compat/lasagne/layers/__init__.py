@@ -29,19 +29,7 @@ from lasagne_bn.layers import (  # noqa: F401
 
 __all__ = list(_layers.__all__)
 
-_MISSING = {
-    "SpatialPyramidPoolingLayer": "lasagne_bn has no SpatialPyramidPoolingLayer",
-    "FeatureWTALayer": "lasagne_bn has no FeatureWTALayer",
-    "FeaturePoolLayer": "reshape with ReshapeLayer and pool with an ExpressionLayer",
-    **{
-        name: "3-D convolution, pooling and upscaling layers are not in lasagne_bn"
-        for name in (
-            "Pool3DLayer",
-            "MaxPool3DLayer",
-            "Upscale3DLayer",
-        )
-    },
-}
+_MISSING: dict[str, str] = {}
 
 
 def _submodule(name: str):

@@ -1,0 +1,190 @@
+"""JAX registrations for the pooling Ops (``lax.reduce_window``).
+
+Forward pooling is ``lax.reduce_window`` over the last ``nd`` axes (max, or
+a sum divided by each window's count); the average gradient is its exact
+linear transpose.  Max-pooling gradients use explicit first-maximum masks so
+that ties go to the same element as in the other backends (XLA's
+select-and-scatter breaks ties its own way).  :class:`DynamicPool` runs
+only when its windows are concrete at trace time (constants); JAX cannot
+compile shapes that depend on run-time values.
+
+This module imports JAX; :mod:`lasagne_bn.ops.rewrites` imports it the first
+time a graph is compiled in JAX mode.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from pytensor.link.jax.dispatch import jax_funcify
+
+from lasagne_bn.ops.pool import (
+    _KINDS,
+    AveragePoolGrad,
+    DynamicPool,
+    MaxPoolGrad,
+    MaxPoolGradGrad,
+    Pool,
+    _offsets,
+    pool_divisor,
+    pool_extent,
+)
+
+
+def _pool(p, x):
+    """Theano's pooling of the last ``p.nd`` axes with ``lax.reduce_window``."""
+    nd = p.nd
+    size = x.shape[-nd:]
+    out_sp = p.out_spatial(x.shape)
+    ext = pool_extent(x.shape, p, out_sp)
+    lead = x.ndim - nd
+    padding = ((0, 0),) * lead + tuple((p.pad[i], ext[i] - size[i] - p.pad[i]) for i in range(nd))
+    window = (1,) * lead + p.ws
+    strides = (1,) * lead + p.stride
+    if p.mode == "max":
+        init = np.array(-np.inf, dtype=x.dtype)
+        out = lax.reduce_window(x, init, lax.max, window, strides, padding)
+    else:
+        work = np.float32 if x.dtype == np.float16 else x.dtype
+        out = lax.reduce_window(
+            x.astype(work), np.array(0, dtype=work), lax.add, window, strides, padding
+        )
+        if p.mode != "sum":
+            out = out / pool_divisor(x.shape, p, out_sp).astype(work)
+        out = out.astype(x.dtype)
+    return out[(Ellipsis, *(slice(0, n) for n in out_sp))]
+
+
+def _padded(p, x, fill):
+    """``x`` padded like :func:`lasagne_bn.ops.pool._padded` (covers every window)."""
+    nd = p.nd
+    out_sp = p.out_spatial(x.shape)
+    ext = pool_extent(x.shape, p, out_sp)
+    cfg = [(0, 0, 0)] * (x.ndim - nd) + [
+        (p.pad[i], ext[i] - x.shape[-nd + i] - p.pad[i], 0) for i in range(nd)
+    ]
+    return lax.pad(x, np.array(fill, dtype=x.dtype), cfg), out_sp, ext
+
+
+def _tap(xp, offset, p, out_sp):
+    lead = xp.ndim - p.nd
+    start = (0,) * lead + tuple(offset)
+    limit = xp.shape[:lead] + tuple(
+        a + s * (n - 1) + 1 for a, s, n in zip(offset, p.stride, out_sp, strict=True)
+    )
+    return lax.slice(xp, start, limit, (1,) * lead + p.stride)
+
+
+def _first_max_masks(p, x, maxout):
+    """``(offset, mask)`` per tap: windows whose first maximum (row-major) is at the tap."""
+    xp, out_sp, _ = _padded(p, x, -np.inf)
+    nan_max = jnp.isnan(maxout)
+    taken = jnp.zeros(maxout.shape, dtype=bool)
+    masks = []
+    for off in _offsets(p):
+        t = _tap(xp, off, p, out_sp)
+        hit = ((t == maxout) | (nan_max & jnp.isnan(t))) & ~taken
+        taken = taken | hit
+        masks.append((off, hit))
+    return masks, out_sp
+
+
+def _max_pool_grad(p, x, maxout, gz):
+    masks, out_sp = _first_max_masks(p, x, maxout)
+    ext = pool_extent(x.shape, p, out_sp)
+    lead = x.ndim - p.nd
+    zero = np.array(0, dtype=x.dtype)
+    gp = jnp.zeros(x.shape[:lead] + ext, dtype=x.dtype)
+    for off, hit in masks:
+        # scatter onto the strided grid of this tap: interior padding
+        cfg = [(0, 0, 0)] * lead + [
+            (a, e - a - s * (n - 1) - 1, s - 1)
+            for a, e, s, n in zip(off, ext, p.stride, out_sp, strict=True)
+        ]
+        gp = gp + lax.pad(jnp.where(hit, gz, zero), zero, cfg)
+    inner = tuple(slice(p.pad[i], p.pad[i] + x.shape[lead + i]) for i in range(p.nd))
+    return gp[(Ellipsis, *inner)]
+
+
+def _max_pool_grad_grad(p, x, maxout, ggx):
+    masks, out_sp = _first_max_masks(p, x, maxout)
+    gp, _, _ = _padded(p, ggx, 0)
+    zero = np.array(0, dtype=x.dtype)
+    out = jnp.zeros(maxout.shape, dtype=x.dtype)
+    for off, hit in masks:
+        out = out + jnp.where(hit, _tap(gp, off, p, out_sp), zero)
+    return out
+
+
+def _average_pool_grad(p, x, gz):
+    transpose = jax.linear_transpose(lambda v: _pool(p, v), jax.ShapeDtypeStruct(x.shape, x.dtype))
+    return transpose(gz)[0]
+
+
+@jax_funcify.register(Pool)
+def jax_funcify_Pool(op, node, **kwargs):
+    p = op.params
+
+    def pool(x):
+        return _pool(p, x)
+
+    return pool
+
+
+@jax_funcify.register(MaxPoolGrad)
+def jax_funcify_MaxPoolGrad(op, node, **kwargs):
+    p = op.params
+
+    def max_pool_grad(x, maxout, gz):
+        return _max_pool_grad(p, x, maxout, gz)
+
+    return max_pool_grad
+
+
+@jax_funcify.register(MaxPoolGradGrad)
+def jax_funcify_MaxPoolGradGrad(op, node, **kwargs):
+    p = op.params
+
+    def max_pool_grad_grad(x, maxout, ggx):
+        return _max_pool_grad_grad(p, x, maxout, ggx)
+
+    return max_pool_grad_grad
+
+
+@jax_funcify.register(AveragePoolGrad)
+def jax_funcify_AveragePoolGrad(op, node, **kwargs):
+    p = op.params
+
+    def average_pool_grad(x, gz):
+        return _average_pool_grad(p, x, gz)
+
+    return average_pool_grad
+
+
+_DYNAMIC = {
+    "pool": _pool,
+    "max_grad": _max_pool_grad,
+    "max_grad_grad": _max_pool_grad_grad,
+    "average_grad": _average_pool_grad,
+}
+
+
+@jax_funcify.register(DynamicPool)
+def jax_funcify_DynamicPool(op, node, **kwargs):
+    n = _KINDS[op.kind]
+    impl = _DYNAMIC[op.kind]
+
+    def dynamic_pool(*inputs):
+        try:
+            windows = [np.asarray(v).ravel() for v in inputs[n:]]
+        except jax.errors.TracerArrayConversionError:
+            raise NotImplementedError(
+                f"{op}: JAX needs pooling windows known when the function is compiled; "
+                "these are computed at run time (e.g. from an input shape that is not "
+                "static). Give the input a static shape, or use another mode."
+            ) from None
+        return impl(op.params_for(*windows), *inputs[:n])
+
+    return dynamic_pool
