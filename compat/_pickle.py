@@ -363,6 +363,72 @@ class SafeUnpickler(pickle.Unpickler):
         raise UnsafePickleError(f"the pickle uses a persistent id ({pid!r}); refused")
 
 
+#: The deepest nesting of containers a checkpoint pickle may build: Python's
+#: own C code (hashing, freeing) recurses into nested tuples and crashes the
+#: process past about 10**5 levels, before any check of ours could run.
+MAX_PICKLE_NESTING = 10_000
+
+# opcodes whose popped items become children of the one object they push
+_BUILDERS = {"TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST", "DICT", "FROZENSET", "INST", "OBJ"}
+# opcodes that add the popped items to the container left on the stack
+_FILLERS = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
+
+
+def check_pickle_nesting(data: bytes, limit: int = MAX_PICKLE_NESTING) -> None:
+    """Refuse a pickle whose containers nest deeper than ``limit``, before unpickling it.
+
+    Walks the opcodes (no object is made) and tracks how deep each value on
+    the unpickler's stack nests.
+
+    Raises
+    ------
+    CheckpointError
+        If the nesting exceeds ``limit``.
+    ValueError
+        If the opcodes are malformed (the caller reports a corrupt file).
+    """
+    import pickletools
+
+    stack: list[int] = []  # how deep each value on the unpickler's stack nests
+    marks: list[int] = []
+    memo: dict = {}
+    deepest = 0
+    for opcode, arg, _pos in pickletools.genops(data):
+        name = opcode.name
+        if name == "MARK":
+            marks.append(len(stack))
+            continue
+        if name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+            memo[arg if name != "MEMOIZE" else len(memo)] = stack[-1] if stack else 0
+            continue
+        if pickletools.markobject in opcode.stack_before:
+            start = marks.pop() if marks else 0
+            popped, stack[start:] = stack[start:], []
+        else:  # a filler keeps its container: it pops only the items
+            n = len(opcode.stack_before) - (name in _FILLERS)
+            popped = stack[len(stack) - n :] if n else []
+            del stack[len(stack) - len(popped) :]
+        if name in _FILLERS:  # the container stays on the stack, its items go into it
+            if not stack:
+                raise ValueError(f"{name} with no container on the stack")
+            stack[-1] = max(stack[-1], max(popped, default=-1) + 1)
+            depth = stack[-1]
+        else:
+            if name in ("GET", "BINGET", "LONG_BINGET"):
+                depth = memo.get(arg, 0)
+            elif popped and name in _BUILDERS | {"REDUCE", "NEWOBJ", "NEWOBJ_EX"}:
+                depth = max(popped) + 1
+            else:
+                depth = 0
+            stack.extend([depth] * len(opcode.stack_after))
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            raise CheckpointError(
+                f"the pickle nests containers more than {limit} levels deep; refused before "
+                "unpickling (Python itself crashes on such nesting)"
+            )
+
+
 def safe_loads(data: bytes, **kwargs):
     """Unpickle ``data`` with :class:`SafeUnpickler`."""
     return SafeUnpickler(io.BytesIO(data), **kwargs).load()

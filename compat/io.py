@@ -56,6 +56,7 @@ from compat._pickle import (
     Rebuilder,
     SafeUnpickler,
     UnsafePickleError,
+    check_pickle_nesting,
     contains_layers,
     dumps_protocol2,
     warn_notes,
@@ -253,6 +254,10 @@ def _sniff(data: bytes) -> str:
 
 def _unpickle(data: bytes, where: str, classes) -> object:
     try:
+        try:
+            check_pickle_nesting(data)
+        except CheckpointError as exc:
+            raise LegacyFormatError(f"{where}: {exc}") from None
         return SafeUnpickler(io.BytesIO(data), classes=classes).load()
     except CheckpointError:
         raise

@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytensor
 import pytest
-from legacy_helpers import QUIET, LegacyNames
+from legacy_helpers import QUIET, ROOT, LegacyNames
 from pytensor.compile.mode import Mode
 
 import compat.io as cio
@@ -175,3 +175,35 @@ def test_npz_member_zipfile_cannot_read_is_a_format_error(flag_byte, method_byte
     with pytest.raises(LegacyFormatError, match="is truncated or not an .npz file") as info:
         cio.read_checkpoint(io.BytesIO(bytes(data)))
     _one_line(info)
+
+
+def test_tuples_nested_a_million_deep_are_refused_not_a_crash():
+    """Python's C code recurses into nested tuples (hashing a dict key) and segfaults."""
+    import subprocess
+    import sys
+
+    code = (
+        "import io, compat.io as cio\n"
+        "bomb = b'\\x80\\x02}N' + b'\\x85' * 10**6 + b'K\\x01s.'\n"
+        "try:\n"
+        "    cio.read_checkpoint(io.BytesIO(bomb))\n"
+        "except cio.CheckpointError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "more than 10000 levels deep" in proc.stdout
+
+
+def test_nesting_check_counts_containers_not_items():
+    import pickle
+
+    from compat._pickle import check_pickle_nesting
+
+    check_pickle_nesting(pickle.dumps([[[[1]]]], protocol=2), limit=4)
+    with pytest.raises(cio.CheckpointError, match="more than 3 levels"):
+        check_pickle_nesting(pickle.dumps([[[[1]]]], protocol=2), limit=3)
+    many = pickle.dumps([np.ones(2)] * 3000 + [{"a": (1, 2)}] * 3000, protocol=4)
+    check_pickle_nesting(many, limit=5)  # long, not deep
