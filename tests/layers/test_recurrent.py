@@ -141,10 +141,21 @@ def compiled():
 # (minutes on a loaded machine): one configuration per mode runs unmarked,
 # the full matrix is marked slow.
 QUICK = {("lstm", "fast_compile"), ("gru", "py")}
-# Not yet under JAX: the JAX backend of PyTensor 3.0.7 fails to trace these
-# scans ("Shapes must be 1D sequences of concrete values": a state buffer
-# allocated with a traced size).
-JAX_FAILS = pytest.mark.xfail(reason="scan state buffers with traced sizes under JAX", strict=True)
+# Under JAX (PyTensor 3.0.7, jax 0.10), with the static-shape rewrites of
+# lasagne_bn.ops.static_shapes, most configurations run.  lstm_clip still
+# fails to trace (a state buffer allocated with a traced size); the
+# backwards masked GRU and RNN abort the whole process inside XLA's compiler,
+# so they cannot run in the suite at all.
+JAX_FAILS = {"lstm_clip"}
+JAX_ABORTS = {"gru", "rnn"}
+
+
+def _jax_marks(case):
+    if case in JAX_ABORTS:
+        return (pytest.mark.skip(reason="XLA's compiler aborts the process on this scan"),)
+    if case in JAX_FAILS:
+        return (pytest.mark.xfail(reason="a scan state buffer with a traced size", strict=True),)
+    return (pytest.mark.slow,)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +165,7 @@ JAX_FAILS = pytest.mark.xfail(reason="scan state buffers with traced sizes under
             case,
             mode_name,
             marks=(
-                (JAX_FAILS,)
+                _jax_marks(case)
                 if mode_name == "jax"
                 else ()
                 if (case, mode_name) in QUICK
