@@ -254,15 +254,17 @@ def native_cnn(steps=3):
 def test_legacy_cnn_script_matches_lasagne_bn(tmp_path):
     results = tmp_path / "cnn.npz"
     argv = sys.argv[:]
-    compat.install(theano_flags="mode=FAST_COMPILE")
-    try:
-        with pytensor.config.change_flags(mode="FAST_COMPILE"):
+    # inside change_flags: the mode install() sets is undone with the block, so
+    # the tests after this one still run in the default mode
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        compat.install(theano_flags="mode=FAST_COMPILE")
+        try:
             sys.argv = [str(SCRIPTS / "legacy_cnn.py"), str(results)]
             runpy.run_path(str(SCRIPTS / "legacy_cnn.py"), run_name="__main__")
             native = native_cnn()
-    finally:
-        sys.argv = argv
-        compat.uninstall()
+        finally:
+            sys.argv = argv
+            compat.uninstall()
     with np.load(results) as f:
         for key in ("losses", "pred", "features"):
             np.testing.assert_allclose(f[key], native[key], rtol=1e-12, atol=1e-14, err_msg=key)

@@ -167,7 +167,7 @@ def test_pieces_train_like_fast_compile(seeded_init, monkeypatch):
     rng = np.random.default_rng(0)
     xs = rng.standard_normal((2, 3, 6, 6)).astype(pytensor.config.floatX)
     ys = np.array([0, 2], dtype="int32")
-    f, split_loss, split_params = _one_step(None, x, y, net, loss, upd, xs, ys)
+    f, split_loss, split_params = _one_step(NUMBA, x, y, net, loss, upd, xs, ys)
     n_pieces = sum(
         isinstance(n.op, numba_split.NumbaGraphPiece) for n in f.maker.fgraph.apply_nodes
     )
