@@ -99,12 +99,10 @@ def lint(
         list of arrays): does each ``inv_std`` fit the layer's epsilon?
     """
     from lasagne_bn import nonlinearities
-    from lasagne_bn.layers.bn_storage import bn_stat_indices, layer_epsilon
-    from lasagne_bn.layers.helper import get_all_layers
-    from lasagne_bn.layers.normalization import BatchNormLayer
+    from lasagne_bn.layers.bn_storage import _bn_layers, bn_stat_indices, layer_epsilon
 
     messages: list[LintMessage] = []
-    bns = [layer for layer in get_all_layers(network) if isinstance(layer, BatchNormLayer)]
+    bns = _bn_layers(network)
     updated = _updated_variables(train_fn) if train_fn is not None else None
     for bn in bns:
         name, below = _name(bn), getattr(bn, "input_layer", None)

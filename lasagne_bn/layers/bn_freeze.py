@@ -26,14 +26,9 @@ Without the helper, one ``get_output`` call does the same::
 
 from __future__ import annotations
 
+from lasagne_bn.layers.bn_storage import _bn_layers
+
 __all__ = ["freeze_batch_norm", "unfreeze_batch_norm"]
-
-
-def _bn_layers(network) -> list:
-    from lasagne_bn.layers.helper import get_all_layers
-    from lasagne_bn.layers.normalization import BatchNormLayer
-
-    return [layer for layer in get_all_layers(network) if isinstance(layer, BatchNormLayer)]
 
 
 def _untrain(layer) -> None:
