@@ -121,11 +121,23 @@ on_first_compile = None
 
 
 def function(*args, **kwargs):
-    """``theano.function``: PyTensor's :func:`pytensor.function`, same arguments."""
+    """``theano.function``: PyTensor's :func:`pytensor.function`, same arguments.
+
+    Where the call names no mode and PyTensor's default is its Numba mode,
+    the function compiles with :func:`lasagne_bn.ops.numba_linker.big_graph_mode`:
+    the same rewrites and kernels, and graphs too big for one Numba function
+    (a ResNet-50 training step) compiled node by node, as Theano compiled
+    them, instead of exhausting memory.
+    """
     global on_first_compile
     notice, on_first_compile = on_first_compile, None
     if notice is not None:
         notice()
+    from lasagne_bn.ops import numba_linker
+
+    mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
+    if mode is None and numba_linker.is_default_numba_mode(None):
+        kwargs["mode"] = numba_linker.big_graph_mode()
     return _pt_function(*args, **kwargs)
 
 

@@ -19,7 +19,6 @@ from lasagne_bn.ops import host_memory as _host_memory
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
 from lasagne_bn.ops import numba_conv as _numba_conv_registrations  # noqa: F401
 from lasagne_bn.ops import numba_pool as _numba_pool_registrations  # noqa: F401
-from lasagne_bn.ops import numba_split as _numba_split  # noqa: F401
 from lasagne_bn.ops import pool_rewrites as _pool_rewrites  # noqa: F401
 from lasagne_bn.ops import rewrites as _rewrites  # noqa: F401
 from lasagne_bn.ops import static_shapes as _static_shapes  # noqa: F401
