@@ -7,6 +7,9 @@ parameter, and the batch-norm running averages) for
   ``batch_norm(Conv2DLayer)`` everywhere, projection shortcuts);
 - ``unet``: a small U-Net (three levels, batch-normed 3x3 convolutions,
   max pooling down, transposed convolutions up, concatenated skips);
+- ``cyclegan``: CycleGAN's two ResNet generators and two PatchGAN
+  discriminators, all batch-normed, LSGAN and cycle losses, Adam on all
+  four networks in one function (``--size 64`` by default; legacy used 256);
 
 compiles it in a fresh subprocess per (network, mode), runs one step and
 prints one row per compile: seconds to build the function, seconds for the
@@ -136,7 +139,96 @@ def unet(input_var=None, size: int = 64, batch: int = 2, base: int = 16, num_cla
     return NonlinearityLayer(net, softmax)
 
 
-NETS = {"resnet50": resnet50, "unet": unet}
+def cyclegan_generator(input_var=None, size: int = 64, batch: int = 2, blocks: int = 6):
+    """CycleGAN's ResNet generator: c7s1-32, d64, d128, residual blocks, u64, u32, c7s1-3."""
+    from lasagne_bn.layers import (
+        Conv2DLayer,
+        ElemwiseSumLayer,
+        InputLayer,
+        NonlinearityLayer,
+        TransposedConv2DLayer,
+        batch_norm,
+    )
+    from lasagne_bn.nonlinearities import rectify, tanh
+
+    def conv(incoming, filters, size_, stride=1, nonlinearity=rectify):
+        pad = "same" if stride == 1 else size_ // 2
+        return batch_norm(
+            Conv2DLayer(
+                incoming, filters, size_, stride=stride, pad=pad, nonlinearity=nonlinearity
+            )
+        )
+
+    net = InputLayer((batch, 3, size, size), input_var)
+    net = conv(net, 32, 7)
+    net = conv(net, 64, 3, 2)
+    net = conv(net, 128, 3, 2)
+    for _ in range(blocks):
+        out = conv(conv(net, 128, 3), 128, 3, nonlinearity=None)
+        net = ElemwiseSumLayer([out, net])
+    for filters in (64, 32):
+        net = batch_norm(TransposedConv2DLayer(net, filters, 4, stride=2, crop=1))
+    net = Conv2DLayer(net, 3, 7, pad="same", nonlinearity=None)
+    return NonlinearityLayer(net, tanh)
+
+
+def cyclegan_discriminator(input_var, size: int = 64, batch: int = 2):
+    """CycleGAN's PatchGAN discriminator: C64-C128-C256-C512, a 1-channel patch map."""
+    from lasagne_bn.layers import Conv2DLayer, InputLayer, batch_norm
+    from lasagne_bn.nonlinearities import LeakyRectify
+
+    lrelu = LeakyRectify(0.2)
+    net = InputLayer((batch, 3, size, size), input_var)
+    net = Conv2DLayer(net, 64, 4, stride=2, pad=1, nonlinearity=lrelu)
+    for filters, stride in ((128, 2), (256, 2), (512, 1)):
+        net = batch_norm(Conv2DLayer(net, filters, 4, stride=stride, pad=1, nonlinearity=lrelu))
+    return Conv2DLayer(net, 1, 4, pad=1, nonlinearity=None)
+
+
+def cyclegan_training_function(size: int, batch: int, mode):
+    """One CycleGAN step (LSGAN losses, cycle loss x10, Adam on both generators and
+    both discriminators) as one function, the way a single legacy script compiles it."""
+    import numpy as np
+    import pytensor
+    import pytensor.tensor as pt
+
+    from lasagne_bn.layers import get_all_params, get_output
+    from lasagne_bn.updates import adam
+
+    a, b = pt.tensor4("a"), pt.tensor4("b")
+    g_ab, g_ba = (
+        cyclegan_generator(size=size, batch=batch),
+        cyclegan_generator(size=size, batch=batch),
+    )
+    d_a, d_b = cyclegan_discriminator(None, size, batch), cyclegan_discriminator(None, size, batch)
+    fake_b = get_output(g_ab, a)
+    fake_a = get_output(g_ba, b)
+    rec_a = get_output(g_ba, fake_b)
+    rec_b = get_output(g_ab, fake_a)
+    loss_g = (
+        pt.mean((get_output(d_b, fake_b) - 1) ** 2)
+        + pt.mean((get_output(d_a, fake_a) - 1) ** 2)
+        + 10 * (pt.mean(abs(rec_a - a)) + pt.mean(abs(rec_b - b)))
+    )
+    loss_d = (
+        pt.mean((get_output(d_b, b) - 1) ** 2)
+        + pt.mean(get_output(d_b, fake_b) ** 2)
+        + pt.mean((get_output(d_a, a) - 1) ** 2)
+        + pt.mean(get_output(d_a, fake_a) ** 2)
+    )
+    params_g = get_all_params([g_ab, g_ba], trainable=True)
+    params_d = get_all_params([d_a, d_b], trainable=True)
+    updates = adam(loss_g, params_g, learning_rate=2e-4, beta1=0.5)
+    updates.update(adam(loss_d, params_d, learning_rate=2e-4, beta1=0.5))
+    fn = pytensor.function([a, b], [loss_g, loss_d], updates=updates, mode=mode)
+    rng = np.random.default_rng(0)
+    xs = [
+        rng.uniform(-1, 1, (batch, 3, size, size)).astype(pytensor.config.floatX) for _ in range(2)
+    ]
+    return xs, fn, len(params_g) + len(params_d), len(fn.maker.fgraph.apply_nodes)
+
+
+NETS = {"resnet50": resnet50, "unet": unet, "cyclegan": cyclegan_generator}
 
 
 def training_function(net_name: str, size: int, batch: int, mode):
@@ -149,6 +241,8 @@ def training_function(net_name: str, size: int, batch: int, mode):
     from lasagne_bn.objectives import categorical_crossentropy
     from lasagne_bn.updates import nesterov_momentum
 
+    if net_name == "cyclegan":
+        return cyclegan_training_function(size, batch, mode)
     x = pt.tensor4("x")
     net = NETS[net_name](x, size=size, batch=batch)
     prediction = get_output(net)
@@ -193,7 +287,7 @@ def child(net_name: str, mode_name: str, size: int, batch: int) -> dict:
     )
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    loss = float(fn(*inputs))
+    loss = float(np.sum(fn(*inputs)))
     step_s = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
