@@ -41,7 +41,7 @@ from typing import Any
 
 import pytensor
 from pytensor import config
-from pytensor.compile.mode import Mode, get_mode
+from pytensor.compile.mode import Mode, get_default_mode
 from pytensor.graph.basic import Constant
 from pytensor.link.numba.linker import NumbaLinker
 
@@ -240,11 +240,11 @@ def big_graph_mode(optimizer=None) -> Mode:
     Parameters
     ----------
     optimizer
-        The rewrites; ``None``: those of PyTensor's ``NUMBA`` mode (the
-        default mode's).
+        The rewrites; ``None``: the default mode's (so ``optimizer=None``
+        in ``THEANO_FLAGS`` or ``pytensor.config`` still means no rewrites).
     """
     if optimizer is None:
-        optimizer = get_mode("NUMBA").provided_optimizer
+        optimizer = get_default_mode().provided_optimizer
     return Mode(linker=NumbaNodeLinker(), optimizer=optimizer)
 
 

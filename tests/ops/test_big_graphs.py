@@ -237,3 +237,25 @@ def test_jax_shape_arithmetic_is_static():
     got_out, got_picked = f(xs, np.array([2, 0], dtype="int32"))
     np.testing.assert_allclose(got_out, xs)
     np.testing.assert_allclose(got_picked, [xs[0, 2], xs[1, 0]])
+
+
+def test_big_graph_mode_keeps_the_default_rewrites_setting():
+    # optimizer=None (a THEANO_FLAGS setting legacy scripts use) means no
+    # rewrites in the default mode; theano.function's mode must keep that.
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import pytensor, pytensor.tensor as pt\n"
+        "from lasagne_bn.ops.numba_linker import big_graph_mode\n"
+        "x = pt.vector('x')\n"
+        "f = pytensor.function([x], pt.exp(pt.log(x)), mode=big_graph_mode())\n"
+        "print(sorted(type(n.op.scalar_op).__name__ for n in f.maker.fgraph.apply_nodes))\n"
+    )
+    env = dict(os.environ, PYTENSOR_FLAGS="optimizer=None")
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "['Exp', 'Log']"
