@@ -37,6 +37,7 @@ import numbers
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.gradient import zero_grad
 from pytensor.graph.basic import Variable
 from pytensor.tensor.type import TensorType
 
@@ -50,6 +51,7 @@ from lasagne_bn.ops import (
     batch_normalization_train,
     moments,
 )
+from lasagne_bn.ops.bn import symbolic_m
 
 __all__ = [
     "BatchNormLayer",
@@ -175,8 +177,12 @@ class BatchNormLayer(Layer):
         axis for dense layers, plus the spatial axes for convolutions).
     epsilon : float
         Added to the variance before the square root; > 0.
-    alpha : float
+    alpha : float, scalar tensor or None
         Weight of each batch in the moving averages, in ``[0, 1]``.
+        ``None`` keeps a cumulative average of all batches seen (PyTorch's
+        ``momentum=None``): the weight of the ``n``-th batch is ``1 / n``,
+        counted by an extra parameter ``num_batches_tracked`` (an int64
+        scalar, tag ``batch_norm_stat``, updated with the statistics).
     beta : initializer, array, expression or None
         Shift, shaped like the input without ``axes``; ``None`` fixes it to 0.
         Trainable, not regularizable.
@@ -197,6 +203,31 @@ class BatchNormLayer(Layer):
         one, ``m`` values per statistic), as Theano's
         ``batch_normalization_train`` does; test outputs use
         ``1 / sqrt(var + epsilon)``.
+    renorm : bool
+        Batch renormalization (Ioffe, 2017): in training the normalized
+        values become ``x_hat * r + d`` before ``gamma`` and ``beta``, with
+        ``r = clip(batch_std / running_std, 1 / r_max, r_max)`` and
+        ``d = clip((batch_mean - running_mean) / running_std, -d_max,
+        d_max)`` (no gradient flows through ``r`` and ``d``).  The running
+        statistics are the layer's own averages (``std = 1 / inv_std``, or
+        ``sqrt(var + epsilon)``), as in the paper's algorithm; Keras keeps a
+        second pair averaged with ``renorm_momentum``.  Test-time outputs
+        are unchanged.
+    r_max, d_max : float or scalar tensor
+        The clipping bounds (``r_max >= 1``, ``d_max >= 0``; defaults 3 and
+        5, the paper's final values).  A shared variable makes a schedule:
+        the paper starts at ``r_max=1, d_max=0`` (plain batch norm) and
+        relaxes them.  Only with ``renorm=True``.
+    virtual_batch_size : int or None
+        Ghost batch normalization: in training, statistics are computed per
+        virtual batch of this many examples (``axes`` must contain the batch
+        axis 0, whose size the virtual batch size must divide).  As in
+        TensorFlow/Keras 2, the batch is reshaped to ``(virtual_batch_size,
+        -1, ...)``, so example ``i`` belongs to virtual batch ``i % (batch
+        size / virtual_batch_size)``, and the running averages are updated
+        once per batch with the mean over virtual batches of their means and
+        variances (``inv_std`` from that variance; ``var`` averages unbiased
+        per-virtual-batch variances).
     **kwargs
         ``name`` and anything else :class:`Layer` takes.
 
@@ -222,6 +253,11 @@ class BatchNormLayer(Layer):
     # Class-level defaults for subclasses whose __init__ skips ours.
     stat_storage = "inv_std"
     _built_axes = None
+    num_batches_tracked = None
+    renorm = False
+    r_max = None
+    d_max = None
+    virtual_batch_size = None
 
     def __init__(
         self,
@@ -236,6 +272,10 @@ class BatchNormLayer(Layer):
         *,
         var=_DEFAULT_VAR,
         stat_storage: str = "inv_std",
+        renorm: bool = False,
+        r_max=None,
+        d_max=None,
+        virtual_batch_size: int | None = None,
         **kwargs,
     ):
         super().__init__(incoming, **kwargs)
@@ -250,7 +290,9 @@ class BatchNormLayer(Layer):
         self.stat_storage = stat_storage
         self.axes = _normalize_axes(axes, len(self.input_shape))
         self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
-        self.alpha = _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        self.alpha = None if alpha is None else _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        self._init_renorm(renorm, r_max, d_max)
+        self._init_virtual_batches(virtual_batch_size)
         shape = tuple(s for a, s in enumerate(self.input_shape) if a not in self.axes)
         if any(s is None for s in shape):
             raise ValueError(
@@ -275,6 +317,42 @@ class BatchNormLayer(Layer):
             self.inv_std = self.add_param(inv_std, shape, "inv_std", **stat_tags)
         else:
             self.var = self.add_param(var, shape, "var", **stat_tags)
+        if self.alpha is None:
+            self.num_batches_tracked = self.add_param(
+                np.zeros((), dtype="int64"), (), "num_batches_tracked", **stat_tags
+            )
+
+    def _init_renorm(self, renorm, r_max, d_max) -> None:
+        if not isinstance(renorm, bool | np.bool_):
+            raise TypeError(f"renorm={renorm!r} must be True or False")
+        if not renorm:
+            for name, value in (("r_max", r_max), ("d_max", d_max)):
+                if value is not None:
+                    raise ValueError(f"{name}={value!r} is only used with renorm=True")
+            return
+        self.renorm = True
+        self.r_max = _check_scalar(3.0 if r_max is None else r_max, "r_max", 1.0, np.inf, False)
+        self.d_max = _check_scalar(5.0 if d_max is None else d_max, "d_max", 0.0, np.inf, False)
+
+    def _init_virtual_batches(self, size) -> None:
+        if size is None:
+            return
+        if isinstance(size, bool) or not isinstance(size, utils.int_types):
+            raise TypeError(f"virtual_batch_size={size!r} must be a positive int or None")
+        if size < 1:
+            raise ValueError(f"virtual_batch_size={size!r} must be a positive int")
+        if 0 not in self.axes:
+            raise ValueError(
+                f"virtual_batch_size={size!r} needs the batch axis 0 among the normalized "
+                f"axes; got axes={self.axes!r}"
+            )
+        batch = self.input_shape[0]
+        if batch is not None and batch % size:
+            raise ValueError(
+                f"virtual_batch_size={size!r} does not divide the batch size {batch} of "
+                f"input_shape={self.input_shape!r}"
+            )
+        self.virtual_batch_size = int(size)
 
     def _complete_state(self) -> None:
         # Lasagne's layer (a plain pickle.load of a Lasagne network) stored inv_std
@@ -338,8 +416,17 @@ class BatchNormLayer(Layer):
             input, scale.dimshuffle(pattern), shift, mean.dimshuffle(pattern), one
         )
 
-    def _average_weights(self, dtype: str):
-        """``(1 - alpha, alpha)`` as scalars of ``dtype``."""
+    def _factor(self, count):
+        """The weight of this batch: ``alpha``, or ``1 / (n + 1)`` after ``n`` batches."""
+        if self.alpha is None:
+            return pt.constant(1.0) / (pt.cast(count, "float64") + pt.constant(1.0))
+        return self.alpha
+
+    def _average_weights(self, dtype: str, count=None):
+        """``(1 - alpha, alpha)`` as scalars of ``dtype`` (``count``: see :meth:`_factor`)."""
+        if self.alpha is None:
+            take = pt.cast(self._factor(count), dtype)
+            return pt.constant(1, dtype=dtype) - take, take
         if isinstance(self.alpha, Variable):
             alpha = pt.cast(self.alpha, dtype)
             return pt.constant(1, dtype=dtype) - alpha, alpha
@@ -386,15 +473,21 @@ class BatchNormLayer(Layer):
         if not self._fits_ops(input.ndim):
             return self._lasagne_output(input, use_averages, update_averages)
         gamma, beta = self._scale_shift(input.dtype)
+        special = self.renorm or self.virtual_batch_size is not None
         if not update_averages:
             if use_averages:
                 return self._with_averages(input, gamma, beta, self.mean, self._stat2)
+            if special:
+                return self._special_train(
+                    input, gamma, beta, self.epsilon, self.mean, self._stat2
+                )[0]
             out, _, _ = batch_normalization_train(
                 input, gamma, beta, axes=self.axes, epsilon=self.epsilon
             )
             return out
 
         updates = active_updates()
+        count = self.num_batches_tracked
         if updates is None:
             # Lasagne's way: default updates on memory-aliased clones.  The
             # graph reads the statistics only through the clones, never
@@ -402,47 +495,144 @@ class BatchNormLayer(Layer):
             # them updated in place, gave wrong outputs (Numba, CVM).
             run_mean = _aliased_clone(self.mean, self.param_shape, self.name)
             run_stat2 = _aliased_clone(self._stat2, self.param_shape, self.name)
+            run_count = None if count is None else _aliased_clone(count, (), self.name)
         else:
-            run_mean, run_stat2 = self.mean, self._stat2
+            run_mean, run_stat2, run_count = self.mean, self._stat2, count
+        # The training output must depend on the clones for PyTensor to find
+        # their default updates (the counter is found through the others'
+        # update expressions, which read it).
+        needs_deps = updates is None and not use_averages
 
         epsilon = self.epsilon
-        if self.stat_storage == "var":
+        if special:
+            if needs_deps:
+                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
+            _out, batch_mean, batch_stat2 = self._special_train(
+                input, gamma, beta, epsilon, run_mean, run_stat2
+            )
+            keep, take = self._average_weights(run_mean.dtype, run_count)
+            new_mean = keep * run_mean + take * batch_mean
+            new_stat2 = keep * run_stat2 + take * batch_stat2
+        elif self.stat_storage == "var":
             _out, _, _, new_mean, new_stat2 = batch_normalization_train(
                 input,
                 gamma,
                 beta,
                 axes=self.axes,
                 epsilon=epsilon,
-                running_average_factor=self.alpha,
+                running_average_factor=self._factor(run_count),
                 running_mean=run_mean,
                 running_var=run_stat2,
             )
         else:
-            if updates is None and not use_averages:
-                # The training output must depend on the clones for PyTensor
-                # to find their default updates.
-                epsilon = _depends_on(
-                    pt.as_tensor_variable(np.float64(epsilon)), run_mean, run_stat2
-                )
+            if needs_deps:
+                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
             _out, batch_mean, batch_inv_std = batch_normalization_train(
                 input, gamma, beta, axes=self.axes, epsilon=epsilon
             )
             # Lasagne's formulas, in the statistics' dtype (as Theano with
             # floatX=float32 computed them).
-            keep, take = self._average_weights(run_mean.dtype)
+            keep, take = self._average_weights(run_mean.dtype, run_count)
             new_mean = keep * run_mean + take * batch_mean
             new_stat2 = keep * run_stat2 + take * batch_inv_std
 
+        new_count = None if run_count is None else run_count + 1
         if updates is None:
             utils.set_default_update(run_mean, new_mean)
             utils.set_default_update(run_stat2, new_stat2)
+            if run_count is not None:
+                utils.set_default_update(run_count, new_count)
         else:
             add_update(updates, self.mean, new_mean)
             add_update(updates, self._stat2, new_stat2)
+            if run_count is not None:
+                add_update(updates, count, new_count)
 
         if use_averages:
             return self._with_averages(input, gamma, beta, run_mean, run_stat2)
         return _out
+
+    def _special_train(self, input, gamma, beta, epsilon, run_mean, run_stat2):
+        """Training output with virtual batches and/or renormalization.
+
+        Returns ``(output, batch_mean, batch_stat2)``: the statistics to
+        average (parameter layout), ``batch_stat2`` in the layer's storage.
+        """
+        size = self.virtual_batch_size
+        if size is None:
+            x, axes = input, self.axes
+        else:
+            # TensorFlow's grouping: (size, batch // size, ...), the second
+            # axis indexing the virtual batches.  Sizes known when the layer
+            # was built stay Python ints (JAX needs static shapes).
+            sizes = [
+                s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)
+            ]
+            groups = -1 if sizes[0] is None or not isinstance(sizes[0], int) else sizes[0] // size
+            x = input.reshape((size, groups, *sizes[1:]))
+            axes = (0,) + tuple(a + 1 for a in self.axes if a != 0)
+        # A unit scale and zero shift give x_hat; gamma, beta (and r, d) follow.
+        unit_shape = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
+        if size is None:
+            unit_shape = [1 if a in axes else self.input_shape[a] for a in range(x.ndim)]
+        ones = pt.ones(unit_shape, dtype=input.dtype)
+        zeros = pt.zeros(unit_shape, dtype=input.dtype)
+        x_hat, mean, inv_std = batch_normalization_train(
+            x, ones, zeros, axes=axes, epsilon=epsilon
+        )
+        dtype = mean.dtype
+        eps = pt.cast(epsilon, dtype)
+        # parameters (param_shape) against x's layout
+        kept = iter(range(len(self.param_shape)))
+        pattern = [
+            "x" if a in axes or (size is not None and a == 1) else next(kept)
+            for a in range(x.ndim)
+        ]
+        scale = pt.cast(gamma, dtype).dimshuffle(pattern)
+        shift = pt.cast(beta, dtype).dimshuffle(pattern)
+        if self.renorm:
+            if self.stat_storage == "inv_std":
+                run_inv_std = pt.cast(run_stat2, dtype)
+            else:
+                run_inv_std = pt.reciprocal(pt.sqrt(pt.cast(run_stat2, dtype) + eps))
+            run_inv_std = run_inv_std.dimshuffle(pattern)
+            r_max = pt.cast(self.r_max, dtype)
+            d_max = pt.cast(self.d_max, dtype)
+            r = pt.clip(run_inv_std / inv_std, pt.reciprocal(r_max), r_max)
+            d = pt.clip((mean - pt.cast(run_mean, dtype).dimshuffle(pattern)) * run_inv_std,
+                        -d_max, d_max)  # fmt: skip
+            r, d = zero_grad(r), zero_grad(d)
+            shift = shift + scale * d
+            scale = scale * r
+        out = pt.cast(x_hat * scale + shift, input.dtype)
+        stats_kept = [a for a in range(x.ndim) if a not in axes]
+        mean = mean.dimshuffle(stats_kept)
+        inv_std = inv_std.dimshuffle(stats_kept)
+        m = symbolic_m(x, axes, "float64")
+        if size is None:
+            batch_mean = mean
+            if self.stat_storage == "inv_std":
+                batch_stat2 = inv_std
+            else:
+                var = pt.reciprocal(pt.sqr(inv_std)) - eps
+                batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
+        else:
+            out = out.reshape(input.shape if None in self.input_shape else self.input_shape)
+            groups = pt.cast(x.shape[1], dtype)
+            batch_mean = mean.sum(axis=0) / groups
+            var = (pt.reciprocal(pt.sqr(inv_std)) - eps).sum(axis=0) / groups
+            if self.stat_storage == "inv_std":
+                batch_stat2 = pt.reciprocal(pt.sqrt(var + eps))
+            else:
+                batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
+        return out, batch_mean, batch_stat2
+
+
+def _float64(value):
+    """``value`` as a float64 scalar tensor (a number or a symbolic scalar)."""
+    if isinstance(value, Variable):
+        return pt.cast(value, "float64")
+    return pt.as_tensor_variable(np.float64(value))
 
 
 def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
@@ -453,6 +643,11 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
     change ``axes`` or the parameters after construction.  ``gamma`` /
     ``beta`` of None are the scalars 1 and 0, as in Lasagne.
     """
+    if getattr(self, "renorm", False) or getattr(self, "virtual_batch_size", None) is not None:
+        raise ValueError(
+            f"layer {self.name!r}: renorm and virtual_batch_size need the axes and parameter "
+            f"shapes the layer was built with; got axes={self.axes!r}"
+        )
     axes = self.axes
     if isinstance(axes, utils.int_types):
         axes = (axes,)
@@ -472,12 +667,14 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
         mean, stat2 = input_mean, input_var if var_storage else input_inv_std
     if update_averages:
         updates = active_updates()
+        count = getattr(self, "num_batches_tracked", None)
         if updates is None:
             run_mean = _aliased_clone(self.mean, _value_shape(self.mean), self.name)
             run_stat2 = _aliased_clone(self._stat2, _value_shape(self._stat2), self.name)
+            run_count = None if count is None else _aliased_clone(count, (), self.name)
         else:
-            run_mean, run_stat2 = self.mean, self._stat2
-        keep, take = self._average_weights(run_mean.dtype)
+            run_mean, run_stat2, run_count = self.mean, self._stat2, count
+        keep, take = self._average_weights(run_mean.dtype, run_count)
         if var_storage:
             m = 1
             for a in axes:
@@ -491,10 +688,14 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
         if updates is None:
             utils.set_default_update(run_mean, _as_type(new_mean, run_mean))
             utils.set_default_update(run_stat2, _as_type(new_stat2, run_stat2))
+            if run_count is not None:
+                utils.set_default_update(run_count, run_count + 1)
             mean = _depends_on(mean, run_mean, run_stat2)
         else:
             add_update(updates, self.mean, _as_type(new_mean, self.mean))
             add_update(updates, self._stat2, _as_type(new_stat2, self._stat2))
+            if run_count is not None:
+                add_update(updates, count, count + 1)
     param_axes = iter(range(input.ndim - len(axes)))
     pattern = ["x" if a in axes else next(param_axes) for a in range(input.ndim)]
     inv_std = pt.reciprocal(pt.sqrt(stat2 + epsilon)) if var_storage and use_averages else stat2
