@@ -55,9 +55,11 @@ from lasagne_bn.ops.bn import symbolic_m
 
 __all__ = [
     "BatchNormLayer",
+    "GroupNormLayer",
     "LocalResponseNormalization2DLayer",
     "StandardizationLayer",
     "batch_norm",
+    "group_norm",
     "instance_norm",
     "layer_norm",
 ]
@@ -867,6 +869,136 @@ class StandardizationLayer(Layer):
         mean, var = moments(input, self.axes, keepdims=True)
         std = pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype))
         return pt.cast((input - mean) / std, input.dtype)
+
+
+class GroupNormLayer(Layer):
+    """Group normalization (Wu & He, 2018), as Keras 3's ``GroupNormalization``.
+
+    The channels (axis ``axis``) are split into ``groups`` groups of
+    consecutive channels; each example is standardized per group, over the
+    group's channels and all other non-batch axes, then scaled and shifted
+    per channel: ``y = (x - mean) / sqrt(var + epsilon) * gamma + beta``
+    (biased variance).  Train and test outputs are the same; there are no
+    running averages.  ``groups=1`` is a layer norm with per-channel
+    parameters; ``groups=-1`` (one channel per group) is instance norm.
+
+    The statistics are :func:`lasagne_bn.ops.moments`, as for
+    :class:`StandardizationLayer` (layer and instance norm).
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+        The layer feeding into this one, or the input shape; the size of
+        ``axis`` must be known.
+    groups : int
+        Number of groups, dividing the number of channels; ``-1`` means one
+        group per channel.  Keras's default, 32.
+    axis : int
+        The channel axis: 1 for Lasagne's ``(batch, channels, ...)`` layout
+        (Keras's default is -1, channels last).  Not the batch axis 0.
+    epsilon : float
+        Added to the variance before the square root; > 0.  Keras's default.
+    beta : initializer, array, expression or None
+        Per-channel shift; ``None`` leaves it out (Keras's ``center=False``).
+        Trainable, not regularizable.
+    gamma : initializer, array, expression or None
+        Per-channel scale; ``None`` leaves it out (``scale=False``).
+        Trainable, regularizable (as :class:`BatchNormLayer`'s).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> gn = GroupNormLayer(InputLayer((None, 8, 5, 5)), groups=4, name='gn')
+    >>> [p.name for p in gn.get_params()], gn.groups
+    (['gn.beta', 'gn.gamma'], 4)
+    >>> GroupNormLayer(InputLayer((None, 8, 5, 5)), groups=-1).groups
+    8
+    """
+
+    def __init__(
+        self,
+        incoming,
+        groups: int = 32,
+        axis: int = 1,
+        epsilon=1e-3,
+        beta=init.Constant(0),
+        gamma=init.Constant(1),
+        **kwargs,
+    ):
+        super().__init__(incoming, **kwargs)
+        ndim = len(self.input_shape)
+        if isinstance(axis, bool) or not isinstance(axis, utils.int_types):
+            raise TypeError(f"axis={axis!r} must be an int")
+        (self.axis,) = _normalize_axes(axis, ndim, "axis")
+        if self.axis == 0:
+            raise ValueError(f"axis={axis!r} is the batch axis; expected a channel axis")
+        channels = self.input_shape[self.axis]
+        if channels is None:
+            raise ValueError(
+                f"GroupNormLayer needs the size of axis {self.axis} (the channels); got "
+                f"input_shape={self.input_shape!r}"
+            )
+        if isinstance(groups, bool) or not isinstance(groups, utils.int_types):
+            raise TypeError(f"groups={groups!r} must be an int (or -1 for one per channel)")
+        if groups == -1:
+            groups = channels
+        if groups < 1 or groups > channels or channels % groups:
+            raise ValueError(
+                f"groups={groups!r} must be -1 or a positive divisor of the {channels} "
+                f"channels on axis {self.axis}"
+            )
+        self.groups = int(groups)
+        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        shape = (channels,)
+        if beta is None:
+            self.beta = None
+        else:
+            self.beta = self.add_param(beta, shape, "beta", trainable=True, regularizable=False)
+        if gamma is None:
+            self.gamma = None
+        else:
+            self.gamma = self.add_param(gamma, shape, "gamma", trainable=True, regularizable=True)
+
+    def get_output_for(self, input, **kwargs):
+        axis, groups = self.axis, self.groups
+        # Known sizes stay Python ints (JAX needs static reshape shapes).
+        sizes = [s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)]
+        sizes[0] = -1
+        grouped = [*sizes[:axis], groups, sizes[axis] // groups, *sizes[axis + 1 :]]
+        x = input.reshape(grouped)
+        axes = tuple(a for a in range(1, x.ndim) if a != axis)
+        mean, var = moments(x, axes, keepdims=True)
+        inv_std = pt.reciprocal(pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype)))
+        out = ((x - mean) * inv_std).reshape(sizes)
+        pattern = ["x"] * input.ndim
+        pattern[axis] = 0
+        if self.gamma is not None:
+            out = out * self.gamma.dimshuffle(pattern)
+        if self.beta is not None:
+            out = out + self.beta.dimshuffle(pattern)
+        return pt.cast(out, input.dtype)
+
+
+def group_norm(layer, groups: int = 32, **kwargs):
+    """Group normalization between a layer and its nonlinearity.
+
+    Like :func:`batch_norm`: removes ``layer``'s bias, moves its
+    nonlinearity on top, and names the new layers ``<name>_gn`` and
+    ``<name>_gn_nonlin``.  ``kwargs`` go to :class:`GroupNormLayer`.
+
+    >>> from lasagne_bn.layers import InputLayer, Conv2DLayer, get_all_params
+    >>> l = group_norm(Conv2DLayer(InputLayer((None, 3, 8, 8)), 16, 3, name='c'), groups=4)
+    >>> [p.name for p in get_all_params(l)], l.name
+    (['c.W', 'c_gn.beta', 'c_gn.gamma'], 'c_gn_nonlin')
+    """
+    from lasagne_bn.layers.special import NonlinearityLayer
+
+    gn_name = _derived_name(layer, kwargs, "_gn")
+    top = GroupNormLayer(layer, groups, name=gn_name, **kwargs)
+    nonlinearity = _take_bias_and_nonlinearity(layer)
+    if nonlinearity is not None:
+        top = NonlinearityLayer(top, nonlinearity, name=gn_name and gn_name + "_nonlin")
+    return top
 
 
 def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
