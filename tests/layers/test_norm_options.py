@@ -32,6 +32,9 @@ EPS = 1e-4
 SHAPE = (6, 4, 3)  # batch, channels, positions; batch norm over axes (0, 2)
 AXES = (0, 2)
 MODES = ["default", "fast_compile", "py", "cvm", "jax"]
+# Numba and the C backend compile this file's one big graph in 15-40 s when
+# nothing is cached yet (about 1-3 s afterwards).
+SLOW_MODES = ("default", "cvm")
 PY = Mode(linker="py", optimizer=None)
 
 
@@ -95,15 +98,21 @@ def np_group_norm(x, groups, axis, gamma, beta, eps=1e-3):
 VARIANTS = {
     "cumulative_inv_std": ({"alpha": None}, False),
     "cumulative_var": ({"alpha": None, "stat_storage": "var"}, True),
-    "renorm_inv_std": ({"renorm": True, "r_max": 1.5, "d_max": 0.3}, True),
-    "renorm_var_schedule": ({"renorm": True, "stat_storage": "var"}, False),
+    "renorm_inv_std_schedule": ({"renorm": True}, True),
     "ghost_var": ({"virtual_batch_size": 2, "stat_storage": "var"}, True),
-    "ghost_renorm_cumulative": (
-        {"virtual_batch_size": 3, "renorm": True, "r_max": 1.2, "d_max": 0.2, "alpha": None},
+    "ghost_renorm_var_cumulative": (
+        {
+            "virtual_batch_size": 3,
+            "renorm": True,
+            "r_max": 1.2,
+            "d_max": 0.2,
+            "alpha": None,
+            "stat_storage": "var",
+        },
         False,
     ),
 }
-GROUP_NORMS = {"gn2": (2, 1), "gn_instance": (-1, 1), "gn_last_axis": (3, -1)}
+GROUP_NORMS = {"gn2": (2, 1), "gn_last_axis": (3, -1)}
 
 
 def _initial(storage, seed):
@@ -116,7 +125,10 @@ def _initial(storage, seed):
     }
 
 
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(m, marks=pytest.mark.slow) if m in SLOW_MODES else m for m in MODES],
+)
 def compiled(request):
     l_in = InputLayer((None,) + SHAPE[1:])
     x = l_in.input_var
@@ -126,7 +138,7 @@ def compiled(request):
     for i, (name, (kwargs, _)) in enumerate(VARIANTS.items()):
         storage = kwargs.get("stat_storage", "inv_std")
         p = _initial(storage, i)
-        if name == "renorm_var_schedule":
+        if name == "renorm_inv_std_schedule":
             kwargs = {**kwargs, "r_max": r_max, "d_max": d_max}
         layers[name] = BatchNormLayer(
             l_in,
@@ -173,7 +185,7 @@ def test_three_training_steps_match_numpy(compiled):
             kwargs = VARIANTS[name][0]
             storage = kwargs.get("stat_storage", "inv_std")
             if kwargs.get("renorm"):
-                renorm = schedule[step] if name == "renorm_var_schedule" else (
+                renorm = schedule[step] if name == "renorm_inv_std_schedule" else (
                     kwargs["r_max"], kwargs["d_max"])  # fmt: skip
             else:
                 renorm = None
