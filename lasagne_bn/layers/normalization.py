@@ -418,16 +418,17 @@ class BatchNormLayer(Layer):
             input, scale.dimshuffle(pattern), shift, mean.dimshuffle(pattern), one
         )
 
-    def _factor(self, count):
+    def _factor(self, count, dtype: str = "float64"):
         """The weight of this batch: ``alpha``, or ``1 / (n + 1)`` after ``n`` batches."""
         if self.alpha is None:
-            return pt.constant(1.0) / (pt.cast(count, "float64") + pt.constant(1.0))
+            one = pt.constant(1, dtype=dtype)
+            return one / (pt.cast(count, dtype) + one)
         return self.alpha
 
     def _average_weights(self, dtype: str, count=None):
         """``(1 - alpha, alpha)`` as scalars of ``dtype`` (``count``: see :meth:`_factor`)."""
         if self.alpha is None:
-            take = pt.cast(self._factor(count), dtype)
+            take = self._factor(count, dtype)
             return pt.constant(1, dtype=dtype) - take, take
         if isinstance(self.alpha, Variable):
             alpha = pt.cast(self.alpha, dtype)
