@@ -246,6 +246,30 @@ def test_cumulative_average_in_lasagnes_own_formulas():
     assert bn.num_batches_tracked.get_value() == 2
 
 
+def test_recompute_sets_the_batch_counter():
+    from lasagne_bn.layers import recompute_bn_stats
+
+    bn = BatchNormLayer(InputLayer((None, 2)), alpha=None)
+    data = [np.arange(6.0).reshape(3, 2), np.ones((2, 2))]
+    recompute_bn_stats(bn, data, progress=False, mode=PY)
+    assert bn.num_batches_tracked.get_value() == 2
+    np.testing.assert_allclose(bn.mean.get_value(), np.concatenate(data).mean(0))
+
+
+def test_interchange_carries_the_batch_counter():
+    from compat.interchange import bn_to_keras, from_torch_state_dict, to_torch_state_dict
+
+    bn = BatchNormLayer(InputLayer((None, 2)), alpha=None, name="bn")
+    bn.num_batches_tracked.set_value(np.int64(7))
+    state = to_torch_state_dict(bn)
+    assert state["bn.num_batches_tracked"] == 7
+    state["bn.num_batches_tracked"] = np.int64(11)
+    from_torch_state_dict(bn, state)
+    assert bn.num_batches_tracked.get_value() == 11
+    with pytest.raises(ValueError, match="alpha=None"):
+        bn_to_keras(bn)
+
+
 # --------------------------------------------------------------------------
 # renormalization and ghost batches: reductions to plain batch norm, gradients
 
