@@ -447,3 +447,38 @@ def test_bad_batch_norm_options(kwargs, error, match):
 def test_bad_group_norm_arguments(shape, kwargs, error, match):
     with pytest.raises(error, match=match):
         GroupNormLayer(InputLayer(shape), **kwargs)
+
+
+# --------------------------------------------------------------------------
+# against PyTorch (CPU, test-only dependency): momentum=None and GroupNorm
+
+
+def test_cumulative_average_matches_pytorch_momentum_none():
+    torch = pytest.importorskip("torch")
+    r = np.random.RandomState(10)
+    batches = [r.randn(5, 3, 4, 4) * (i + 1) + i for i in range(3)]
+    ref = torch.nn.BatchNorm2d(3, eps=EPS, momentum=None).double().train()
+    bn = BatchNormLayer(InputLayer((None, 3, 4, 4)), epsilon=EPS, alpha=None, stat_storage="var")
+    out, updates = get_output(bn, return_updates=True)
+    fn = pytensor.function([bn.input_layer.input_var], out, updates=updates, mode=PY)
+    for x in batches:
+        want = ref(torch.from_numpy(x)).detach().numpy()
+        np.testing.assert_allclose(fn(x), want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(bn.mean.get_value(), ref.running_mean.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(bn.var.get_value(), ref.running_var.numpy(), rtol=1e-10)
+    assert bn.num_batches_tracked.get_value() == ref.num_batches_tracked.item() == 3
+
+
+def test_group_norm_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    r = np.random.RandomState(11)
+    x = r.randn(3, 6, 4, 5) * 2 + 3
+    gamma, beta = r.rand(6) + 0.5, r.randn(6)
+    ref = torch.nn.GroupNorm(3, 6, eps=1e-5).double()
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(gamma))
+        ref.bias.copy_(torch.from_numpy(beta))
+    gn = GroupNormLayer(InputLayer((None, 6, 4, 5)), 3, epsilon=1e-5, gamma=gamma, beta=beta)
+    fn = pytensor.function([gn.input_layer.input_var], get_output(gn), mode=PY)
+    want = ref(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(fn(x), want, rtol=1e-10, atol=1e-12)
