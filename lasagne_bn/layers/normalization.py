@@ -229,7 +229,11 @@ class BatchNormLayer(Layer):
         size / virtual_batch_size)``, and the running averages are updated
         once per batch with the mean over virtual batches of their means and
         variances (``inv_std`` from that variance; ``var`` averages unbiased
-        per-virtual-batch variances).
+        per-virtual-batch variances).  With ``renorm=True`` too, ``r`` and
+        ``d`` are per virtual batch (TensorFlow takes them from the averaged
+        statistics), so that ``x_hat * r + d`` is exactly the input
+        normalized by the running averages when nothing is clipped.  A batch
+        size it does not divide is an error when the function runs.
     **kwargs
         ``name`` and anything else :class:`Layer` takes.
 
@@ -562,22 +566,22 @@ class BatchNormLayer(Layer):
         average (parameter layout), ``batch_stat2`` in the layer's storage.
         """
         size = self.virtual_batch_size
+        # Sizes known when the layer was built stay Python ints (JAX needs
+        # static shapes); the others are symbolic.
+        sizes = [s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)]
         if size is None:
-            x, axes = input, self.axes
+            x, axes, x_sizes = input, self.axes, sizes
         else:
             # TensorFlow's grouping: (size, batch // size, ...), the second
-            # axis indexing the virtual batches.  Sizes known when the layer
-            # was built stay Python ints (JAX needs static shapes).
-            sizes = [
-                s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)
-            ]
-            groups = -1 if sizes[0] is None or not isinstance(sizes[0], int) else sizes[0] // size
+            # axis indexing the virtual batches.
+            batch = self.input_shape[0]
+            groups = -1 if batch is None else batch // size
             x = input.reshape((size, groups, *sizes[1:]))
             axes = (0,) + tuple(a + 1 for a in self.axes if a != 0)
-        # A unit scale and zero shift give x_hat; gamma, beta (and r, d) follow.
-        unit_shape = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
-        if size is None:
-            unit_shape = [1 if a in axes else self.input_shape[a] for a in range(x.ndim)]
+            x_sizes = [size, x.shape[1] if batch is None else groups, *sizes[1:]]
+        # With a unit scale and zero shift the op gives x_hat and the batch
+        # statistics; gamma and beta (and r, d) are applied after.
+        unit_shape = [1 if a in axes else x_sizes[a] for a in range(x.ndim)]
         ones = pt.ones(unit_shape, dtype=input.dtype)
         zeros = pt.zeros(unit_shape, dtype=input.dtype)
         x_hat, mean, inv_std = batch_normalization_train(
@@ -612,6 +616,7 @@ class BatchNormLayer(Layer):
         mean = mean.dimshuffle(stats_kept)
         inv_std = inv_std.dimshuffle(stats_kept)
         m = symbolic_m(x, axes, "float64")
+        # the op returns inv_std = 1 / sqrt(var + eps); var comes back from it
         if size is None:
             batch_mean = mean
             if self.stat_storage == "inv_std":
@@ -620,7 +625,9 @@ class BatchNormLayer(Layer):
                 var = pt.reciprocal(pt.sqr(inv_std)) - eps
                 batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
         else:
-            out = out.reshape(input.shape if None in self.input_shape else self.input_shape)
+            out = out.reshape((-1, *sizes[1:]))
+            # TensorFlow's averages: the mean over virtual batches of their
+            # means and (biased) variances
             groups = pt.cast(x.shape[1], dtype)
             batch_mean = mean.sum(axis=0) / groups
             var = (pt.reciprocal(pt.sqr(inv_std)) - eps).sum(axis=0) / groups
