@@ -254,6 +254,9 @@ class BatchNormLayer(Layer):
     (16,)
     >>> BatchNormLayer(InputLayer((None, 16)), stat_storage='var').get_params()[-1].name
     'var'
+    >>> bn = BatchNormLayer(InputLayer((None, 16)), alpha=None, renorm=True, virtual_batch_size=8)
+    >>> [p.name for p in bn.get_params()], bn.r_max, bn.d_max
+    (['beta', 'gamma', 'mean', 'inv_std', 'num_batches_tracked'], 3.0, 5.0)
     """
 
     # Class-level defaults for subclasses whose __init__ skips ours.
