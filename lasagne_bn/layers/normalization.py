@@ -117,6 +117,13 @@ def _check_scalar(value, name: str, low: float, high: float, low_open: bool):
     return value
 
 
+def _check_bound(value, name: str, low: float):
+    """A clipping bound: a number ``>= low`` (``inf``: no clipping) or a symbolic scalar."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == np.inf:
+        return float(value)
+    return _check_scalar(value, name, low, np.inf, False)
+
+
 def _aliased_clone(var: Variable, shape: tuple[int, ...], layer_name) -> SharedVariable:
     """A second shared variable on ``var``'s memory, with the full static shape ``shape``.
 
@@ -216,8 +223,8 @@ class BatchNormLayer(Layer):
         second pair averaged with ``renorm_momentum``.  Test-time outputs
         are unchanged.
     r_max, d_max : float or scalar tensor
-        The clipping bounds (``r_max >= 1``, ``d_max >= 0``; defaults 3 and
-        5, the paper's final values).  A shared variable makes a schedule:
+        The clipping bounds (``r_max >= 1``, ``d_max >= 0``, ``inf`` for no
+        clipping; defaults 3 and 5, the paper's final values).  A shared variable makes a schedule:
         the paper starts at ``r_max=1, d_max=0`` (plain batch norm) and
         relaxes them.  Only with ``renorm=True``.
     virtual_batch_size : int or None
@@ -340,8 +347,8 @@ class BatchNormLayer(Layer):
                     raise ValueError(f"{name}={value!r} is only used with renorm=True")
             return
         self.renorm = True
-        self.r_max = _check_scalar(3.0 if r_max is None else r_max, "r_max", 1.0, np.inf, False)
-        self.d_max = _check_scalar(5.0 if d_max is None else d_max, "d_max", 0.0, np.inf, False)
+        self.r_max = _check_bound(3.0 if r_max is None else r_max, "r_max", 1.0)
+        self.d_max = _check_bound(5.0 if d_max is None else d_max, "d_max", 0.0)
 
     def _init_virtual_batches(self, size) -> None:
         if size is None:

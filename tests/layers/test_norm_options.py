@@ -288,7 +288,7 @@ def _pair(**kwargs):
 @pytest.mark.parametrize(
     "kwargs",
     [{"renorm": True, "r_max": 1.0, "d_max": 0.0}, {"virtual_batch_size": 6}],
-    ids=["renorm_unclipped_to_plain", "one_virtual_batch"],
+    ids=["renorm_fully_clipped", "one_virtual_batch"],
 )
 def test_reduces_to_plain_batch_norm(kwargs):
     l_in, plain, variant, _ = _pair(**kwargs)
@@ -301,6 +301,17 @@ def test_reduces_to_plain_batch_norm(kwargs):
     np.testing.assert_allclose(d_variant, d_plain, rtol=1e-10)
     np.testing.assert_allclose(variant.mean.get_value(), plain.mean.get_value(), rtol=1e-10)
     np.testing.assert_allclose(variant.inv_std.get_value(), plain.inv_std.get_value(), rtol=1e-10)
+
+
+def test_unclipped_renorm_normalizes_with_the_running_averages():
+    # r and d unclipped: x_hat * r + d is (x - running mean) / running std
+    l_in, _, variant, values = _pair(renorm=True, r_max=np.inf, d_max=np.inf)
+    out = get_output(variant, batch_norm_update_averages=False)
+    x = np.random.RandomState(3).randn(6, 4, 3) * 2
+    e = lambda v: v[:, None]  # noqa: E731
+    want = (x - e(values["mean"])) * e(values["inv_std"] * values["gamma"]) + e(values["beta"])
+    got = pytensor.function([l_in.input_var], out, mode=PY)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 def test_renorm_gradient_treats_r_and_d_as_constants():
@@ -419,6 +430,8 @@ def test_group_norm_helper_moves_bias_and_nonlinearity():
         ({"r_max": 2.0}, ValueError, "r_max=2.0 is only used with renorm=True"),
         ({"renorm": True, "r_max": 0.5}, ValueError, r"r_max=0.5 is out of range.*\[1.0"),
         ({"renorm": True, "d_max": -1.0}, ValueError, r"d_max=-1.0 is out of range"),
+        ({"renorm": True, "d_max": float("nan")}, ValueError, r"d_max=nan is out of range"),
+        ({"renorm": True, "r_max": True}, TypeError, r"r_max=True must be a real number"),
         ({"renorm": True, "r_max": pt.vector()}, ValueError, "r_max must be a scalar"),
         ({"virtual_batch_size": 2.0}, TypeError, "virtual_batch_size=2.0 must be a positive int"),
         ({"virtual_batch_size": 0}, ValueError, "virtual_batch_size=0 must be a positive int"),
