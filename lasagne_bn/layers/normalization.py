@@ -886,7 +886,9 @@ class StandardizationLayer(Layer):
             return (input - input) / pt.sqrt(eps)
         mean, var = moments(input, self.axes, keepdims=True)
         std = pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype))
-        return pt.cast((input - mean) / std, input.dtype)
+        # float16 is normalized in the statistics' float32 (Numba has no
+        # float16 arithmetic)
+        return pt.cast((pt.cast(input, var.dtype) - mean) / std, input.dtype)
 
 
 class GroupNormLayer(Layer):
@@ -987,7 +989,8 @@ class GroupNormLayer(Layer):
         axes = tuple(a for a in range(1, x.ndim) if a != axis)
         mean, var = moments(x, axes, keepdims=True)
         inv_std = pt.reciprocal(pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype)))
-        out = ((x - mean) * inv_std).reshape(sizes)
+        # float16 is normalized in the statistics' float32 (as Keras does)
+        out = ((pt.cast(x, var.dtype) - mean) * inv_std).reshape(sizes)
         pattern = ["x"] * input.ndim
         pattern[axis] = 0
         if self.gamma is not None:

@@ -409,6 +409,22 @@ def test_group_norm_without_parameters_and_float32():
     np.testing.assert_allclose(pytensor.function([x], out, mode=PY)(xv), want, atol=2e-3)
 
 
+@pytest.mark.parametrize("mode", ["default", "py"])
+def test_float16_group_and_standardization_normalize_in_float32(mode):
+    # Numba has no float16 arithmetic: the normalization runs in float32
+    x = pt.tensor3(dtype="float16")
+    l_in = InputLayer((None, 4, 5), input_var=x)
+    outs = get_output([GroupNormLayer(l_in, 2), StandardizationLayer(l_in)])
+    xv = (np.random.RandomState(12).randn(3, 4, 5) * 2 + 10).astype("float16")
+    gn, std = pytensor.function([x], outs, mode=mode_for(mode))(xv)
+    assert gn.dtype == std.dtype == "float16"
+    x64 = xv.astype("float64")
+    want = np_group_norm(x64, 2, 1, np.ones(4), np.zeros(4))
+    np.testing.assert_allclose(gn, want, atol=4e-3)
+    want = (x64 - x64.mean(2, keepdims=True)) / np.sqrt(x64.var(2, keepdims=True) + 1e-4)
+    np.testing.assert_allclose(std, want, atol=4e-3)
+
+
 def test_group_norm_helper_moves_bias_and_nonlinearity():
     dense = DenseLayer(InputLayer((None, 5)), 8, name="fc")
     top = group_norm(dense, groups=4)
