@@ -224,9 +224,10 @@ class BatchNormLayer(Layer):
         are unchanged.
     r_max, d_max : float or scalar tensor
         The clipping bounds (``r_max >= 1``, ``d_max >= 0``, ``inf`` for no
-        clipping; defaults 3 and 5, the paper's final values).  A shared variable makes a schedule:
-        the paper starts at ``r_max=1, d_max=0`` (plain batch norm) and
-        relaxes them.  Only with ``renorm=True``.
+        clipping; defaults 3 and 5, the paper's final values).  A shared
+        variable makes a schedule: the paper starts at ``r_max=1, d_max=0``
+        (plain batch norm) and relaxes them.  Only with ``renorm=True``;
+        symbolic values are not range-checked.
     virtual_batch_size : int or None
         Ghost batch normalization: in training, statistics are computed per
         virtual batch of this many examples (``axes`` must contain the batch
