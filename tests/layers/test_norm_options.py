@@ -511,3 +511,21 @@ def test_group_norm_matches_pytorch():
     fn = pytensor.function([gn.input_layer.input_var], get_output(gn), mode=PY)
     want = ref(torch.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(fn(x), want, rtol=1e-10, atol=1e-12)
+
+
+def test_jax_export_keeps_the_counter_as_state():
+    pytest.importorskip("jax")
+    from lasagne_bn.jax import export
+
+    l_in = InputLayer((None, 4))
+    bn = BatchNormLayer(
+        DenseLayer(l_in, 6, name="fc"), alpha=None, renorm=True, virtual_batch_size=2, name="bn"
+    )
+    model = export(GroupNormLayer(bn, 3, name="gn"))
+    assert sorted(model.state) == ["bn.inv_std", "bn.mean", "bn.num_batches_tracked"]
+    assert sorted(model.params) == ["bn.beta", "bn.gamma", "fc.W", "fc.b", "gn.beta", "gn.gamma"]
+    x = np.arange(16, dtype=pytensor.config.floatX).reshape(4, 4)
+    state = model.state
+    for step in (1, 2):
+        _, state = model.apply(model.params, state, x, train=True)
+        assert int(state["bn.num_batches_tracked"]) == step
