@@ -124,7 +124,10 @@ def to_torch_state_dict(network, *, num_batches_tracked: int = 0) -> OrderedDict
             out[f"{key}.bias"] = np.asarray(beta, dtype)
             out[f"{key}.running_mean"] = np.asarray(layer.mean.get_value(), dtype)
             out[f"{key}.running_var"] = _test_time_var(layer).astype(dtype)
-            out[f"{key}.num_batches_tracked"] = np.asarray(num_batches_tracked, np.int64)
+            # alpha=None layers count their batches, as PyTorch's momentum=None
+            counter = getattr(layer, "num_batches_tracked", None)
+            count = num_batches_tracked if counter is None else counter.get_value()
+            out[f"{key}.num_batches_tracked"] = np.asarray(count, np.int64)
             continue
         w = layer.W.get_value()
         out[f"{key}.weight"] = (
@@ -178,6 +181,9 @@ def from_torch_state_dict(network, state_dict) -> None:
                     f"{layer.param_shape}"
                 )
             pairs.append((layer._stat2, _stat2_from_var(layer, var)))
+            counter = getattr(layer, "num_batches_tracked", None)
+            if counter is not None and f"{key}.num_batches_tracked" in state_dict:
+                pairs.append((counter, value(f"{key}.num_batches_tracked")))
         else:
             w = value(f"{key}.weight")
             w = w.T if kind == "dense" else _conv_to_torch(layer, w)  # flipping is its own inverse
@@ -204,6 +210,11 @@ def from_torch_state_dict(network, state_dict) -> None:
 def bn_to_keras(bn) -> dict:
     """A batch-norm layer as Keras 3 ``BatchNormalization`` weights and settings."""
     shape = bn.param_shape
+    if bn.alpha is None:
+        raise ValueError(
+            f"layer {bn.name!r} has alpha=None (a cumulative average), which Keras and Flax "
+            "have no momentum for; set layer.alpha to a number first"
+        )
     return {
         "gamma": np.ones(shape) if bn.gamma is None else bn.gamma.get_value(),
         "beta": np.zeros(shape) if bn.beta is None else bn.beta.get_value(),

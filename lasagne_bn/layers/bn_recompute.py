@@ -148,6 +148,9 @@ def recompute_bn_stats(
             from lasagne_bn.layers.bn_storage import layer_epsilon
 
             bn.inv_std.set_value(var_to_inv_std(var, layer_epsilon(bn)).astype(bn.inv_std.dtype))
+        if getattr(bn, "num_batches_tracked", None) is not None:
+            # alpha=None: the statistics now stand for this many batches
+            bn.num_batches_tracked.set_value(np.asarray(count, dtype="int64"))
         if progress:
             print(
                 f"\rrecomputing batch-norm statistics: layer {k}/{len(bns)} ({bn.name}), "

@@ -37,6 +37,7 @@ import numbers
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.gradient import zero_grad
 from pytensor.graph.basic import Variable
 from pytensor.tensor.type import TensorType
 
@@ -50,12 +51,15 @@ from lasagne_bn.ops import (
     batch_normalization_train,
     moments,
 )
+from lasagne_bn.ops.bn import symbolic_m
 
 __all__ = [
     "BatchNormLayer",
+    "GroupNormLayer",
     "LocalResponseNormalization2DLayer",
     "StandardizationLayer",
     "batch_norm",
+    "group_norm",
     "instance_norm",
     "layer_norm",
 ]
@@ -111,6 +115,13 @@ def _check_scalar(value, name: str, low: float, high: float, low_open: bool):
             f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]"
         )
     return value
+
+
+def _check_bound(value, name: str, low: float):
+    """A clipping bound: a number ``>= low`` (``inf``: no clipping) or a symbolic scalar."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == np.inf:
+        return float(value)
+    return _check_scalar(value, name, low, np.inf, False)
 
 
 def _aliased_clone(var: Variable, shape: tuple[int, ...], layer_name) -> SharedVariable:
@@ -175,8 +186,12 @@ class BatchNormLayer(Layer):
         axis for dense layers, plus the spatial axes for convolutions).
     epsilon : float
         Added to the variance before the square root; > 0.
-    alpha : float
+    alpha : float, scalar tensor or None
         Weight of each batch in the moving averages, in ``[0, 1]``.
+        ``None`` keeps a cumulative average of all batches seen (PyTorch's
+        ``momentum=None``): the weight of the ``n``-th batch is ``1 / n``,
+        counted by an extra parameter ``num_batches_tracked`` (an int64
+        scalar, tag ``batch_norm_stat``, updated with the statistics).
     beta : initializer, array, expression or None
         Shift, shaped like the input without ``axes``; ``None`` fixes it to 0.
         Trainable, not regularizable.
@@ -197,6 +212,36 @@ class BatchNormLayer(Layer):
         one, ``m`` values per statistic), as Theano's
         ``batch_normalization_train`` does; test outputs use
         ``1 / sqrt(var + epsilon)``.
+    renorm : bool
+        Batch renormalization (Ioffe, 2017): in training the normalized
+        values become ``x_hat * r + d`` before ``gamma`` and ``beta``, with
+        ``r = clip(batch_std / running_std, 1 / r_max, r_max)`` and
+        ``d = clip((batch_mean - running_mean) / running_std, -d_max,
+        d_max)`` (no gradient flows through ``r`` and ``d``).  The running
+        statistics are the layer's own averages (``std = 1 / inv_std``, or
+        ``sqrt(var + epsilon)``), as in the paper's algorithm; Keras keeps a
+        second pair averaged with ``renorm_momentum``.  Test-time outputs
+        are unchanged.
+    r_max, d_max : float or scalar tensor
+        The clipping bounds (``r_max >= 1``, ``d_max >= 0``, ``inf`` for no
+        clipping; defaults 3 and 5, the paper's final values).  A shared
+        variable makes a schedule: the paper starts at ``r_max=1, d_max=0``
+        (plain batch norm) and relaxes them.  Only with ``renorm=True``;
+        symbolic values are not range-checked.
+    virtual_batch_size : int or None
+        Ghost batch normalization: in training, statistics are computed per
+        virtual batch of this many examples (``axes`` must contain the batch
+        axis 0, whose size the virtual batch size must divide).  As in
+        TensorFlow/Keras 2, the batch is reshaped to ``(virtual_batch_size,
+        -1, ...)``, so example ``i`` belongs to virtual batch ``i % (batch
+        size / virtual_batch_size)``, and the running averages are updated
+        once per batch with the mean over virtual batches of their means and
+        variances (``inv_std`` from that variance; ``var`` averages unbiased
+        per-virtual-batch variances).  With ``renorm=True`` too, ``r`` and
+        ``d`` are per virtual batch (TensorFlow takes them from the averaged
+        statistics), so that ``x_hat * r + d`` is exactly the input
+        normalized by the running averages when nothing is clipped.  A batch
+        size it does not divide is an error when the function runs.
     **kwargs
         ``name`` and anything else :class:`Layer` takes.
 
@@ -217,11 +262,19 @@ class BatchNormLayer(Layer):
     (16,)
     >>> BatchNormLayer(InputLayer((None, 16)), stat_storage='var').get_params()[-1].name
     'var'
+    >>> bn = BatchNormLayer(InputLayer((None, 16)), alpha=None, renorm=True, virtual_batch_size=8)
+    >>> [p.name for p in bn.get_params()], bn.r_max, bn.d_max
+    (['beta', 'gamma', 'mean', 'inv_std', 'num_batches_tracked'], 3.0, 5.0)
     """
 
     # Class-level defaults for subclasses whose __init__ skips ours.
     stat_storage = "inv_std"
     _built_axes = None
+    num_batches_tracked = None
+    renorm = False
+    r_max = None
+    d_max = None
+    virtual_batch_size = None
 
     def __init__(
         self,
@@ -236,6 +289,10 @@ class BatchNormLayer(Layer):
         *,
         var=_DEFAULT_VAR,
         stat_storage: str = "inv_std",
+        renorm: bool = False,
+        r_max=None,
+        d_max=None,
+        virtual_batch_size: int | None = None,
         **kwargs,
     ):
         super().__init__(incoming, **kwargs)
@@ -250,7 +307,9 @@ class BatchNormLayer(Layer):
         self.stat_storage = stat_storage
         self.axes = _normalize_axes(axes, len(self.input_shape))
         self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
-        self.alpha = _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        self.alpha = None if alpha is None else _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        self._init_renorm(renorm, r_max, d_max)
+        self._init_virtual_batches(virtual_batch_size)
         shape = tuple(s for a, s in enumerate(self.input_shape) if a not in self.axes)
         if any(s is None for s in shape):
             raise ValueError(
@@ -275,6 +334,42 @@ class BatchNormLayer(Layer):
             self.inv_std = self.add_param(inv_std, shape, "inv_std", **stat_tags)
         else:
             self.var = self.add_param(var, shape, "var", **stat_tags)
+        if self.alpha is None:
+            self.num_batches_tracked = self.add_param(
+                np.zeros((), dtype="int64"), (), "num_batches_tracked", **stat_tags
+            )
+
+    def _init_renorm(self, renorm, r_max, d_max) -> None:
+        if not isinstance(renorm, bool | np.bool_):
+            raise TypeError(f"renorm={renorm!r} must be True or False")
+        if not renorm:
+            for name, value in (("r_max", r_max), ("d_max", d_max)):
+                if value is not None:
+                    raise ValueError(f"{name}={value!r} is only used with renorm=True")
+            return
+        self.renorm = True
+        self.r_max = _check_bound(3.0 if r_max is None else r_max, "r_max", 1.0)
+        self.d_max = _check_bound(5.0 if d_max is None else d_max, "d_max", 0.0)
+
+    def _init_virtual_batches(self, size) -> None:
+        if size is None:
+            return
+        if isinstance(size, bool) or not isinstance(size, utils.int_types):
+            raise TypeError(f"virtual_batch_size={size!r} must be a positive int or None")
+        if size < 1:
+            raise ValueError(f"virtual_batch_size={size!r} must be a positive int")
+        if 0 not in self.axes:
+            raise ValueError(
+                f"virtual_batch_size={size!r} needs the batch axis 0 among the normalized "
+                f"axes; got axes={self.axes!r}"
+            )
+        batch = self.input_shape[0]
+        if batch is not None and batch % size:
+            raise ValueError(
+                f"virtual_batch_size={size!r} does not divide the batch size {batch} of "
+                f"input_shape={self.input_shape!r}"
+            )
+        self.virtual_batch_size = int(size)
 
     def _complete_state(self) -> None:
         # Lasagne's layer (a plain pickle.load of a Lasagne network) stored inv_std
@@ -338,8 +433,18 @@ class BatchNormLayer(Layer):
             input, scale.dimshuffle(pattern), shift, mean.dimshuffle(pattern), one
         )
 
-    def _average_weights(self, dtype: str):
-        """``(1 - alpha, alpha)`` as scalars of ``dtype``."""
+    def _factor(self, count, dtype: str = "float64"):
+        """The weight of this batch: ``alpha``, or ``1 / (n + 1)`` after ``n`` batches."""
+        if self.alpha is None:
+            one = pt.constant(1, dtype=dtype)
+            return one / (pt.cast(count, dtype) + one)
+        return self.alpha
+
+    def _average_weights(self, dtype: str, count=None):
+        """``(1 - alpha, alpha)`` as scalars of ``dtype`` (``count``: see :meth:`_factor`)."""
+        if self.alpha is None:
+            take = self._factor(count, dtype)
+            return pt.constant(1, dtype=dtype) - take, take
         if isinstance(self.alpha, Variable):
             alpha = pt.cast(self.alpha, dtype)
             return pt.constant(1, dtype=dtype) - alpha, alpha
@@ -386,15 +491,21 @@ class BatchNormLayer(Layer):
         if not self._fits_ops(input.ndim):
             return self._lasagne_output(input, use_averages, update_averages)
         gamma, beta = self._scale_shift(input.dtype)
+        special = self.renorm or self.virtual_batch_size is not None
         if not update_averages:
             if use_averages:
                 return self._with_averages(input, gamma, beta, self.mean, self._stat2)
+            if special:
+                return self._special_train(
+                    input, gamma, beta, self.epsilon, self.mean, self._stat2
+                )[0]
             out, _, _ = batch_normalization_train(
                 input, gamma, beta, axes=self.axes, epsilon=self.epsilon
             )
             return out
 
         updates = active_updates()
+        count = self.num_batches_tracked
         if updates is None:
             # Lasagne's way: default updates on memory-aliased clones.  The
             # graph reads the statistics only through the clones, never
@@ -402,47 +513,147 @@ class BatchNormLayer(Layer):
             # them updated in place, gave wrong outputs (Numba, CVM).
             run_mean = _aliased_clone(self.mean, self.param_shape, self.name)
             run_stat2 = _aliased_clone(self._stat2, self.param_shape, self.name)
+            run_count = None if count is None else _aliased_clone(count, (), self.name)
         else:
-            run_mean, run_stat2 = self.mean, self._stat2
+            run_mean, run_stat2, run_count = self.mean, self._stat2, count
+        # The training output must depend on the clones for PyTensor to find
+        # their default updates (the counter is found through the others'
+        # update expressions, which read it).
+        needs_deps = updates is None and not use_averages
 
         epsilon = self.epsilon
-        if self.stat_storage == "var":
+        if special:
+            if needs_deps:
+                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
+            _out, batch_mean, batch_stat2 = self._special_train(
+                input, gamma, beta, epsilon, run_mean, run_stat2
+            )
+            keep, take = self._average_weights(run_mean.dtype, run_count)
+            new_mean = keep * run_mean + take * batch_mean
+            new_stat2 = keep * run_stat2 + take * batch_stat2
+        elif self.stat_storage == "var":
             _out, _, _, new_mean, new_stat2 = batch_normalization_train(
                 input,
                 gamma,
                 beta,
                 axes=self.axes,
                 epsilon=epsilon,
-                running_average_factor=self.alpha,
+                running_average_factor=self._factor(run_count),
                 running_mean=run_mean,
                 running_var=run_stat2,
             )
         else:
-            if updates is None and not use_averages:
-                # The training output must depend on the clones for PyTensor
-                # to find their default updates.
-                epsilon = _depends_on(
-                    pt.as_tensor_variable(np.float64(epsilon)), run_mean, run_stat2
-                )
+            if needs_deps:
+                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
             _out, batch_mean, batch_inv_std = batch_normalization_train(
                 input, gamma, beta, axes=self.axes, epsilon=epsilon
             )
             # Lasagne's formulas, in the statistics' dtype (as Theano with
             # floatX=float32 computed them).
-            keep, take = self._average_weights(run_mean.dtype)
+            keep, take = self._average_weights(run_mean.dtype, run_count)
             new_mean = keep * run_mean + take * batch_mean
             new_stat2 = keep * run_stat2 + take * batch_inv_std
 
+        new_count = None if run_count is None else run_count + 1
         if updates is None:
             utils.set_default_update(run_mean, new_mean)
             utils.set_default_update(run_stat2, new_stat2)
+            if run_count is not None:
+                utils.set_default_update(run_count, new_count)
         else:
             add_update(updates, self.mean, new_mean)
             add_update(updates, self._stat2, new_stat2)
+            if run_count is not None:
+                add_update(updates, count, new_count)
 
         if use_averages:
             return self._with_averages(input, gamma, beta, run_mean, run_stat2)
         return _out
+
+    def _special_train(self, input, gamma, beta, epsilon, run_mean, run_stat2):
+        """Training output with virtual batches and/or renormalization.
+
+        Returns ``(output, batch_mean, batch_stat2)``: the statistics to
+        average (parameter layout), ``batch_stat2`` in the layer's storage.
+        """
+        size = self.virtual_batch_size
+        # Sizes known when the layer was built stay Python ints (JAX needs
+        # static shapes); the others are symbolic.
+        sizes = [s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)]
+        if size is None:
+            x, axes, x_sizes = input, self.axes, sizes
+        else:
+            # TensorFlow's grouping: (size, batch // size, ...), the second
+            # axis indexing the virtual batches.
+            batch = self.input_shape[0]
+            groups = -1 if batch is None else batch // size
+            x = input.reshape((size, groups, *sizes[1:]))
+            axes = (0,) + tuple(a + 1 for a in self.axes if a != 0)
+            x_sizes = [size, x.shape[1] if batch is None else groups, *sizes[1:]]
+        # With a unit scale and zero shift the op gives x_hat and the batch
+        # statistics; gamma and beta (and r, d) are applied after.
+        unit_shape = [1 if a in axes else x_sizes[a] for a in range(x.ndim)]
+        ones = pt.ones(unit_shape, dtype=input.dtype)
+        zeros = pt.zeros(unit_shape, dtype=input.dtype)
+        x_hat, mean, inv_std = batch_normalization_train(
+            x, ones, zeros, axes=axes, epsilon=epsilon
+        )
+        dtype = mean.dtype
+        eps = pt.cast(epsilon, dtype)
+        # parameters (param_shape) against x's layout
+        kept = iter(range(len(self.param_shape)))
+        pattern = [
+            "x" if a in axes or (size is not None and a == 1) else next(kept)
+            for a in range(x.ndim)
+        ]
+        scale = pt.cast(gamma, dtype).dimshuffle(pattern)
+        shift = pt.cast(beta, dtype).dimshuffle(pattern)
+        if self.renorm:
+            if self.stat_storage == "inv_std":
+                run_inv_std = pt.cast(run_stat2, dtype)
+            else:
+                run_inv_std = pt.reciprocal(pt.sqrt(pt.cast(run_stat2, dtype) + eps))
+            run_inv_std = run_inv_std.dimshuffle(pattern)
+            r_max = pt.cast(self.r_max, dtype)
+            d_max = pt.cast(self.d_max, dtype)
+            r = pt.clip(run_inv_std / inv_std, pt.reciprocal(r_max), r_max)
+            d = pt.clip((mean - pt.cast(run_mean, dtype).dimshuffle(pattern)) * run_inv_std,
+                        -d_max, d_max)  # fmt: skip
+            r, d = zero_grad(r), zero_grad(d)
+            shift = shift + scale * d
+            scale = scale * r
+        out = pt.cast(x_hat * scale + shift, input.dtype)
+        stats_kept = [a for a in range(x.ndim) if a not in axes]
+        mean = mean.dimshuffle(stats_kept)
+        inv_std = inv_std.dimshuffle(stats_kept)
+        m = symbolic_m(x, axes, "float64")
+        # the op returns inv_std = 1 / sqrt(var + eps); var comes back from it
+        if size is None:
+            batch_mean = mean
+            if self.stat_storage == "inv_std":
+                batch_stat2 = inv_std
+            else:
+                var = pt.reciprocal(pt.sqr(inv_std)) - eps
+                batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
+        else:
+            out = out.reshape((-1, *sizes[1:]))
+            # TensorFlow's averages: the mean over virtual batches of their
+            # means and (biased) variances
+            groups = pt.cast(x.shape[1], dtype)
+            batch_mean = mean.sum(axis=0) / groups
+            var = (pt.reciprocal(pt.sqr(inv_std)) - eps).sum(axis=0) / groups
+            if self.stat_storage == "inv_std":
+                batch_stat2 = pt.reciprocal(pt.sqrt(var + eps))
+            else:
+                batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
+        return out, batch_mean, batch_stat2
+
+
+def _float64(value):
+    """``value`` as a float64 scalar tensor (a number or a symbolic scalar)."""
+    if isinstance(value, Variable):
+        return pt.cast(value, "float64")
+    return pt.as_tensor_variable(np.float64(value))
 
 
 def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
@@ -453,6 +664,11 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
     change ``axes`` or the parameters after construction.  ``gamma`` /
     ``beta`` of None are the scalars 1 and 0, as in Lasagne.
     """
+    if getattr(self, "renorm", False) or getattr(self, "virtual_batch_size", None) is not None:
+        raise ValueError(
+            f"layer {self.name!r}: renorm and virtual_batch_size need the axes and parameter "
+            f"shapes the layer was built with; got axes={self.axes!r}"
+        )
     axes = self.axes
     if isinstance(axes, utils.int_types):
         axes = (axes,)
@@ -472,12 +688,14 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
         mean, stat2 = input_mean, input_var if var_storage else input_inv_std
     if update_averages:
         updates = active_updates()
+        count = getattr(self, "num_batches_tracked", None)
         if updates is None:
             run_mean = _aliased_clone(self.mean, _value_shape(self.mean), self.name)
             run_stat2 = _aliased_clone(self._stat2, _value_shape(self._stat2), self.name)
+            run_count = None if count is None else _aliased_clone(count, (), self.name)
         else:
-            run_mean, run_stat2 = self.mean, self._stat2
-        keep, take = self._average_weights(run_mean.dtype)
+            run_mean, run_stat2, run_count = self.mean, self._stat2, count
+        keep, take = self._average_weights(run_mean.dtype, run_count)
         if var_storage:
             m = 1
             for a in axes:
@@ -491,10 +709,14 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
         if updates is None:
             utils.set_default_update(run_mean, _as_type(new_mean, run_mean))
             utils.set_default_update(run_stat2, _as_type(new_stat2, run_stat2))
+            if run_count is not None:
+                utils.set_default_update(run_count, run_count + 1)
             mean = _depends_on(mean, run_mean, run_stat2)
         else:
             add_update(updates, self.mean, _as_type(new_mean, self.mean))
             add_update(updates, self._stat2, _as_type(new_stat2, self._stat2))
+            if run_count is not None:
+                add_update(updates, count, count + 1)
     param_axes = iter(range(input.ndim - len(axes)))
     pattern = ["x" if a in axes else next(param_axes) for a in range(input.ndim)]
     inv_std = pt.reciprocal(pt.sqrt(stat2 + epsilon)) if var_storage and use_averages else stat2
@@ -665,7 +887,140 @@ class StandardizationLayer(Layer):
             return (input - input) / pt.sqrt(eps)
         mean, var = moments(input, self.axes, keepdims=True)
         std = pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype))
-        return pt.cast((input - mean) / std, input.dtype)
+        # float16 is normalized in the statistics' float32 (Numba has no
+        # float16 arithmetic)
+        return pt.cast((pt.cast(input, var.dtype) - mean) / std, input.dtype)
+
+
+class GroupNormLayer(Layer):
+    """Group normalization (Wu & He, 2018), as Keras 3's ``GroupNormalization``.
+
+    The channels (axis ``axis``) are split into ``groups`` groups of
+    consecutive channels; each example is standardized per group, over the
+    group's channels and all other non-batch axes, then scaled and shifted
+    per channel: ``y = (x - mean) / sqrt(var + epsilon) * gamma + beta``
+    (biased variance).  Train and test outputs are the same; there are no
+    running averages.  ``groups=1`` is a layer norm with per-channel
+    parameters; ``groups=-1`` (one channel per group) is instance norm.
+
+    The statistics are :func:`lasagne_bn.ops.moments`, as for
+    :class:`StandardizationLayer` (layer and instance norm).
+
+    Parameters
+    ----------
+    incoming : Layer or tuple
+        The layer feeding into this one, or the input shape; the size of
+        ``axis`` must be known.
+    groups : int
+        Number of groups, dividing the number of channels; ``-1`` means one
+        group per channel.  Keras's default, 32.
+    axis : int
+        The channel axis: 1 for Lasagne's ``(batch, channels, ...)`` layout
+        (Keras's default is -1, channels last).  Not the batch axis 0.
+    epsilon : float
+        Added to the variance before the square root; > 0.  Keras's default.
+    beta : initializer, array, expression or None
+        Per-channel shift; ``None`` leaves it out (Keras's ``center=False``).
+        Trainable, not regularizable.
+    gamma : initializer, array, expression or None
+        Per-channel scale; ``None`` leaves it out (``scale=False``).
+        Trainable, regularizable (as :class:`BatchNormLayer`'s).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> gn = GroupNormLayer(InputLayer((None, 8, 5, 5)), groups=4, name='gn')
+    >>> [p.name for p in gn.get_params()], gn.groups
+    (['gn.beta', 'gn.gamma'], 4)
+    >>> GroupNormLayer(InputLayer((None, 8, 5, 5)), groups=-1).groups
+    8
+    """
+
+    def __init__(
+        self,
+        incoming,
+        groups: int = 32,
+        axis: int = 1,
+        epsilon=1e-3,
+        beta=init.Constant(0),
+        gamma=init.Constant(1),
+        **kwargs,
+    ):
+        super().__init__(incoming, **kwargs)
+        ndim = len(self.input_shape)
+        if isinstance(axis, bool) or not isinstance(axis, utils.int_types):
+            raise TypeError(f"axis={axis!r} must be an int")
+        (self.axis,) = _normalize_axes(axis, ndim, "axis")
+        if self.axis == 0:
+            raise ValueError(f"axis={axis!r} is the batch axis; expected a channel axis")
+        channels = self.input_shape[self.axis]
+        if channels is None:
+            raise ValueError(
+                f"GroupNormLayer needs the size of axis {self.axis} (the channels); got "
+                f"input_shape={self.input_shape!r}"
+            )
+        if isinstance(groups, bool) or not isinstance(groups, utils.int_types):
+            raise TypeError(f"groups={groups!r} must be an int (or -1 for one per channel)")
+        if groups == -1:
+            groups = channels
+        if groups < 1 or groups > channels or channels % groups:
+            raise ValueError(
+                f"groups={groups!r} must be -1 or a positive divisor of the {channels} "
+                f"channels on axis {self.axis}"
+            )
+        self.groups = int(groups)
+        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        shape = (channels,)
+        if beta is None:
+            self.beta = None
+        else:
+            self.beta = self.add_param(beta, shape, "beta", trainable=True, regularizable=False)
+        if gamma is None:
+            self.gamma = None
+        else:
+            self.gamma = self.add_param(gamma, shape, "gamma", trainable=True, regularizable=True)
+
+    def get_output_for(self, input, **kwargs):
+        axis, groups = self.axis, self.groups
+        # Known sizes stay Python ints (JAX needs static reshape shapes).
+        sizes = [s if s is not None else input.shape[i] for i, s in enumerate(self.input_shape)]
+        sizes[0] = -1
+        grouped = [*sizes[:axis], groups, sizes[axis] // groups, *sizes[axis + 1 :]]
+        x = input.reshape(grouped)
+        axes = tuple(a for a in range(1, x.ndim) if a != axis)
+        mean, var = moments(x, axes, keepdims=True)
+        inv_std = pt.reciprocal(pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype)))
+        # float16 is normalized in the statistics' float32 (as Keras does)
+        out = ((pt.cast(x, var.dtype) - mean) * inv_std).reshape(sizes)
+        pattern = ["x"] * input.ndim
+        pattern[axis] = 0
+        if self.gamma is not None:
+            out = out * self.gamma.dimshuffle(pattern)
+        if self.beta is not None:
+            out = out + self.beta.dimshuffle(pattern)
+        return pt.cast(out, input.dtype)
+
+
+def group_norm(layer, groups: int = 32, **kwargs):
+    """Group normalization between a layer and its nonlinearity.
+
+    Like :func:`batch_norm`: removes ``layer``'s bias, moves its
+    nonlinearity on top, and names the new layers ``<name>_gn`` and
+    ``<name>_gn_nonlin``.  ``kwargs`` go to :class:`GroupNormLayer`.
+
+    >>> from lasagne_bn.layers import InputLayer, Conv2DLayer, get_all_params
+    >>> l = group_norm(Conv2DLayer(InputLayer((None, 3, 8, 8)), 16, 3, name='c'), groups=4)
+    >>> [p.name for p in get_all_params(l)], l.name
+    (['c.W', 'c_gn.beta', 'c_gn.gamma'], 'c_gn_nonlin')
+    """
+    from lasagne_bn.layers.special import NonlinearityLayer
+
+    gn_name = _derived_name(layer, kwargs, "_gn")
+    top = GroupNormLayer(layer, groups, name=gn_name, **kwargs)
+    nonlinearity = _take_bias_and_nonlinearity(layer)
+    if nonlinearity is not None:
+        top = NonlinearityLayer(top, nonlinearity, name=gn_name and gn_name + "_nonlin")
+    return top
 
 
 def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
