@@ -14,6 +14,7 @@ It also keeps large freed host buffers for reuse (see
 :mod:`lasagne_bn.ops.host_memory`; ``LASAGNE_BN_RECYCLE_MEMORY=0`` opts out).
 """
 
+from lasagne_bn.ops import bn_fold_rewrite as _bn_fold_rewrite  # noqa: F401
 from lasagne_bn.ops import conv_rewrites as _conv_rewrites  # noqa: F401
 from lasagne_bn.ops import host_memory as _host_memory
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
