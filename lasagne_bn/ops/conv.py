@@ -48,6 +48,8 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
+from lasagne_bn.ops.compiled_perform import compiled_perform
+
 FLOAT_DTYPES = ("float16", "float32", "float64")
 BORDER_STRINGS = ("valid", "full", "half")
 
@@ -606,6 +608,8 @@ class Conv(_ConvOp):
         return Apply(self, [img, kern], [out()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         x, w = inputs
         output_storage[0][0] = np_conv(x, w, self.params)
 
@@ -676,6 +680,8 @@ class ConvGradInputs(_ConvOp):
         return Apply(self, [kern, topgrad, shape], [out()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         w, dy, shape = inputs
         output_storage[0][0] = np_conv_grad_inputs(w, dy, shape, self.params)
 
@@ -722,6 +728,8 @@ class ConvGradWeights(_ConvOp):
         return Apply(self, [img, topgrad, shape], [out()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         x, dy, shape = inputs
         output_storage[0][0] = np_conv_grad_weights(x, dy, shape, self.params)
 

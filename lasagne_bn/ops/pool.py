@@ -44,6 +44,7 @@ from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.op import Op
 from pytensor.tensor.type import TensorType, integer_dtypes
 
+from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple, static_or
 
 POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
@@ -350,6 +351,8 @@ class Pool(_PoolOp):
         return Apply(self, [x], [self.out_type(x)()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         output_storage[0][0] = np_pool(inputs[0], self.params)
 
     def infer_shape(self, fgraph, node, shapes):
@@ -385,6 +388,8 @@ class MaxPoolGrad(_PoolOp):
         return Apply(self, [x, maxout, gz], [x.type()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         output_storage[0][0] = np_max_pool_grad(*inputs, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
@@ -417,6 +422,8 @@ class MaxPoolGradGrad(_PoolOp):
         return Apply(self, [x, maxout, ggx], [self.out_type(x)()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         output_storage[0][0] = np_max_pool_grad_grad(*inputs, self.params)
 
     def infer_shape(self, fgraph, node, shapes):
@@ -452,6 +459,8 @@ class AveragePoolGrad(_PoolOp):
         return Apply(self, [x, gz], [x.type()])
 
     def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
         x, gz = inputs
         output_storage[0][0] = np_average_pool_grad(x.shape, gz, self.params, x.dtype)
 
