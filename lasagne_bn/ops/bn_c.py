@@ -36,7 +36,7 @@ import numpy as np
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
 #: Bump when the generated C changes (PyTensor caches compiled modules on disk).
-C_CODE_VERSION = 2
+C_CODE_VERSION = 3
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
@@ -452,7 +452,8 @@ static PyArrayObject* lbn_contiguous(PyArrayObject* x, const int* perm, int nd)
     return c;
 }
 
-/* Copy the contiguous permuted result `tmp` into `out` (the input's layout). */
+/* Copy the contiguous result `tmp`, in the order `perm`, into `out` (the input's
+   layout), through the view of `out` in that order. */
 static int lbn_unpermute(PyArrayObject* tmp, PyArrayObject* out, const int* perm, int nd)
 {
     npy_intp p[NPY_MAXDIMS];
@@ -578,11 +579,8 @@ class _Glue:
         mask = ", ".join("1" if i in self.axes else "0" for i in range(self.ndim))
         lines = [f"const int lbn_mask[{self.ndim}] = {{{mask}}};"]
         if self.perm is not None:
-            inverse = [int(i) for i in np.argsort(self.perm)]
-            lines.append(
-                f"const int lbn_perm[{self.ndim}] = {{{', '.join(map(str, self.perm))}}};"
-            )
-            lines.append(f"const int lbn_inv[{self.ndim}] = {{{', '.join(map(str, inverse))}}};")
+            perm = ", ".join(map(str, self.perm))
+            lines.append(f"const int lbn_perm[{self.ndim}] = {{{perm}}};")
         return "\n    ".join(lines)
 
     def contiguous(self, src: str) -> str:
@@ -616,7 +614,7 @@ class _Glue:
             f"lbn_tmp = (PyArrayObject*)PyArray_EMPTY({self.ndim}, PyArray_DIMS(xc), "
             f"{type_num}, 0);\n        if (lbn_tmp == NULL) goto LBN_DONE;"
         )
-        back = f"if (lbn_unpermute(lbn_tmp, {out}, lbn_inv, {self.ndim})) goto LBN_DONE;"
+        back = f"if (lbn_unpermute(lbn_tmp, {out}, lbn_perm, {self.ndim})) goto LBN_DONE;"
         return alloc, "PyArray_DATA(lbn_tmp)", back
 
     def raise_code(self, kind: str, inputs: list[str]) -> str:
