@@ -36,7 +36,7 @@ import numpy as np
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
 #: Bump when the generated C changes (PyTensor caches compiled modules on disk).
-C_CODE_VERSION = 3
+C_CODE_VERSION = 4
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
@@ -47,24 +47,33 @@ MIN_ELEMENTS_PER_THREAD = 1 << 18
 # the elementwise passes (the same type here) and $S a name suffix.
 
 _KERNELS = r"""
-/* Per channel: s1 += x - shift, s2 += (x - shift)^2 over rows [a0, a1), inner > 1. */
+/* Per channel: s1 += x - shift, s2 += (x - shift)^2 over rows [a0, a1), inner > 1.
+   Four vector accumulators of eight doubles: the sums are neither one chain of
+   dependent additions nor scalar (GCC vectorizes no float reduction without
+   -ffast-math, so the vectors are written out). */
 static void lbn_moments_inner_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp C,
                                  npy_intp B, npy_intp c0, npy_intp c1,
                                  const double* shift, double* s1, double* s2)
 {
     for (npy_intp c = c0; c < c1; ++c) {
         const double sh = shift[c];
-        double p[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        lbn_v8d p0 = lbn_zero8(), p1 = lbn_zero8(), q0 = lbn_zero8(), q1 = lbn_zero8();
         double t1 = 0, t2 = 0;
         for (npy_intp a = a0; a < a1; ++a) {
             const $T* row = x + (a * C + c) * B;
             npy_intp b = 0;
+            for (; b + 16 <= B; b += 16) {
+                const lbn_v8d d0 = lbn_load8_$S(row + b) - sh;
+                const lbn_v8d d1 = lbn_load8_$S(row + b + 8) - sh;
+                p0 += d0;
+                p1 += d1;
+                q0 += d0 * d0;
+                q1 += d1 * d1;
+            }
             for (; b + 8 <= B; b += 8) {
-                for (int k = 0; k < 8; ++k) {
-                    const double d = (double)row[b + k] - sh;
-                    p[k] += d;
-                    q[k] += d * d;
-                }
+                const lbn_v8d d0 = lbn_load8_$S(row + b) - sh;
+                p0 += d0;
+                q0 += d0 * d0;
             }
             for (; b < B; ++b) {
                 const double d = (double)row[b] - sh;
@@ -72,8 +81,8 @@ static void lbn_moments_inner_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp
                 t2 += d * d;
             }
         }
-        s1[c] += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + t1;
-        s2[c] += ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7])) + t2;
+        s1[c] += lbn_hsum8(p0 + p1) + t1;
+        s2[c] += lbn_hsum8(q0 + q1) + t2;
     }
 }
 
@@ -106,25 +115,31 @@ static void lbn_moments_outer_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp
     }
 }
 
-/* Per channel: sy += dy, syx += dy * (x - center), inner > 1. */
+/* Per channel: sy += dy, syx += dy * (x - center), inner > 1 (vectors as above). */
 static void lbn_sums_inner_$S(const $T* x, const $T* dy, npy_intp a0, npy_intp a1,
                               npy_intp C, npy_intp B, npy_intp c0, npy_intp c1,
                               const double* center, double* sy, double* syx)
 {
     for (npy_intp c = c0; c < c1; ++c) {
         const double mu = center[c];
-        double p[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        lbn_v8d p0 = lbn_zero8(), p1 = lbn_zero8(), q0 = lbn_zero8(), q1 = lbn_zero8();
         double t1 = 0, t2 = 0;
         for (npy_intp a = a0; a < a1; ++a) {
             const $T* xr = x + (a * C + c) * B;
             const $T* yr = dy + (a * C + c) * B;
             npy_intp b = 0;
+            for (; b + 16 <= B; b += 16) {
+                const lbn_v8d y0 = lbn_load8_$S(yr + b);
+                const lbn_v8d y1 = lbn_load8_$S(yr + b + 8);
+                p0 += y0;
+                p1 += y1;
+                q0 += y0 * (lbn_load8_$S(xr + b) - mu);
+                q1 += y1 * (lbn_load8_$S(xr + b + 8) - mu);
+            }
             for (; b + 8 <= B; b += 8) {
-                for (int k = 0; k < 8; ++k) {
-                    const double y = (double)yr[b + k];
-                    p[k] += y;
-                    q[k] += y * ((double)xr[b + k] - mu);
-                }
+                const lbn_v8d y0 = lbn_load8_$S(yr + b);
+                p0 += y0;
+                q0 += y0 * (lbn_load8_$S(xr + b) - mu);
             }
             for (; b < B; ++b) {
                 const double y = (double)yr[b];
@@ -132,8 +147,8 @@ static void lbn_sums_inner_$S(const $T* x, const $T* dy, npy_intp a0, npy_intp a
                 t2 += y * ((double)xr[b] - mu);
             }
         }
-        sy[c] += ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + t1;
-        syx[c] += ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7])) + t2;
+        sy[c] += lbn_hsum8(p0 + p1) + t1;
+        syx[c] += lbn_hsum8(q0 + q1) + t2;
     }
 }
 
@@ -269,6 +284,36 @@ static int lbn_max_threads(void)
         n = want;
     }
     return n;
+}
+
+/* Eight doubles as one vector (one AVX-512 register, two AVX ones; GCC
+   emulates it where there is no SIMD). */
+typedef double lbn_v8d __attribute__((vector_size(64)));
+typedef float lbn_v8f __attribute__((vector_size(32)));
+
+static inline lbn_v8d lbn_zero8(void)
+{
+    lbn_v8d z = {0, 0, 0, 0, 0, 0, 0, 0};
+    return z;
+}
+
+static inline lbn_v8d lbn_load8_f32(const float* p)
+{
+    lbn_v8f v;
+    memcpy(&v, p, sizeof(v));
+    return __builtin_convertvector(v, lbn_v8d);
+}
+
+static inline lbn_v8d lbn_load8_f64(const double* p)
+{
+    lbn_v8d v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline double lbn_hsum8(lbn_v8d v)
+{
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
 /* One task of a split reduction or elementwise pass. */
