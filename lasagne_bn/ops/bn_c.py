@@ -27,6 +27,14 @@ Invalid runtime values (shapes, ``epsilon``, ``running_average_factor``)
 are detected in C, and the error is then raised by the same NumPy code
 ``perform`` runs (:func:`raise_like_perform`), so the messages are the same
 in every mode.
+
+>>> import numpy as np, pytensor, pytensor.tensor as pt
+>>> from lasagne_bn.ops import batch_normalization_train
+>>> x, g = pt.matrix("x"), pt.vector("g")
+>>> out, mean, invstd = batch_normalization_train(x, g, g * 0)
+>>> f = pytensor.function([x, g], mean, mode="CVM")   # runs the C code
+>>> f(np.array([[1.0, 2.0], [3.0, 6.0]]), np.ones(2))
+array([2., 4.])
 """
 
 from __future__ import annotations
