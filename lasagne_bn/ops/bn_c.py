@@ -39,12 +39,16 @@ array([2., 4.])
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
-#: Bump when the generated C changes (PyTensor caches compiled modules on disk).
-C_CODE_VERSION = 4
+#: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
+#: an edited kernel or glue can never be served stale.
+C_CODE_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
