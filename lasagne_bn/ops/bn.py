@@ -24,13 +24,14 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
-from pytensor.graph.op import Op
 from pytensor.graph.replace import graph_replace
+from pytensor.link.c.op import COp
 from pytensor.scalar import upcast
 from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.shape import shape_i, specify_broadcastable
 from pytensor.tensor.type import TensorType
 
+from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
 
@@ -322,11 +323,45 @@ def np_inference(x, gamma, beta, mean, var, epsilon, axes):
     return out.astype(x.dtype, copy=False)
 
 
+def check_running(x, axes, factor, rmean, rvar) -> None:
+    """The runtime checks of the running-average inputs of a training step."""
+    _check_scalar(float(factor), "running_average_factor", 0.0, 1.0, False)
+    _check_runtime(x, axes, running_mean=rmean, running_var=rvar)
+
+
+def np_apply(x, gamma, beta, mean, std, dtype):
+    """``(x - mean) * (gamma / std) + beta`` in ``dtype`` (all broadcast)."""
+    out = np.subtract(x, mean, dtype=dtype)
+    out *= np.divide(gamma, std, dtype=dtype)
+    out += beta
+    return out
+
+
+class BatchNormCOp(COp):
+    """Shared C plumbing of the batch-norm Ops (code in :mod:`lasagne_bn.ops.bn_c`).
+
+    float16 nodes have no C code (``NotImplementedError``): ``CVM`` runs
+    their ``perform``.
+    """
+
+    def c_support_code(self, **kwargs):
+        return bn_c.support_code()
+
+    def c_headers(self, **kwargs):
+        return ["<math.h>", "<pthread.h>", "<sched.h>"]
+
+    def c_libraries(self, **kwargs):
+        return ["pthread"]
+
+    def c_code_cache_version(self):
+        return (bn_c.C_CODE_VERSION,)
+
+
 # --------------------------------------------------------------------------
 # Ops
 
 
-class BatchNormTrain(Op):
+class BatchNormTrain(BatchNormCOp):
     """Training-mode batch normalization over ``axes`` (full-layout params).
 
     Inputs: ``x, gamma, beta, epsilon`` and optionally
@@ -381,12 +416,14 @@ class BatchNormTrain(Op):
         output_storage[2][0] = invstd.astype(st_dtype)
         if len(inputs) > 4:
             factor, rmean, rvar = inputs[4:]
-            _check_scalar(float(factor), "running_average_factor", 0.0, 1.0, False)
-            _check_runtime(x, self.axes, running_mean=rmean, running_var=rvar)
+            check_running(x, self.axes, factor, rmean, rvar)
             m = reduced_size(x.shape, self.axes)
             f = float(factor)
             output_storage[3][0] = (rmean * (1 - f) + mean * f).astype(st_dtype)
             output_storage[4][0] = (rvar * (1 - f) + var * unbiasing(m) * f).astype(st_dtype)
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return bn_c.train_code(self, node, name, inputs, outputs, sub)
 
     def infer_shape(self, fgraph, node, shapes):
         xs = shapes[0]
@@ -507,7 +544,7 @@ def train_grad_graph(axes, x, dy, gamma, mean, invstd, g_mean=None, g_var=None):
     return pt.cast(dx, x.type.dtype), dgamma, dbeta
 
 
-class BatchNormTrainGrad(Op):
+class BatchNormTrainGrad(BatchNormCOp):
     """Gradient of :class:`BatchNormTrain` w.r.t. ``x``, ``gamma``, ``beta``.
 
     Inputs: ``x, dy, gamma, mean, invstd`` (the forward statistics) and,
@@ -548,6 +585,9 @@ class BatchNormTrainGrad(Op):
         output_storage[1][0] = dgamma.astype(st_dtype)
         output_storage[2][0] = dbeta.astype(st_dtype)
 
+    def c_code(self, node, name, inputs, outputs, sub):
+        return bn_c.train_grad_code(self, node, name, inputs, outputs, sub)
+
     def infer_shape(self, fgraph, node, shapes):
         return [shapes[0], shapes[2], shapes[2]]
 
@@ -576,7 +616,7 @@ def inference_graph(x, gamma, beta, mean, var, epsilon):
     return pt.cast(out, x.type.dtype)
 
 
-class BatchNormInference(Op):
+class BatchNormInference(BatchNormCOp):
     """Inference-mode batch normalization with given ``mean`` and ``var``.
 
     Inputs: ``x, gamma, beta, mean, var, epsilon`` (full-layout params).
@@ -608,6 +648,9 @@ class BatchNormInference(Op):
             return
         output_storage[0][0] = np_inference(*inputs, self.axes)
 
+    def c_code(self, node, name, inputs, outputs, sub):
+        return bn_c.inference_code(self, node, name, inputs, outputs, sub)
+
     def infer_shape(self, fgraph, node, shapes):
         return [shapes[0]]
 
@@ -620,7 +663,7 @@ def std_apply_graph(x, gamma, beta, mean, std, dtype):
     return pt.cast((x - mean) * (gamma / std) + beta, dtype)
 
 
-class BatchNormApply(Op):
+class BatchNormApply(BatchNormCOp):
     """Elementwise ``(x - mean) * (gamma / std) + beta`` in one pass (``'low_mem'``).
 
     All inputs broadcast against each other, as in Theano's
@@ -657,12 +700,10 @@ class BatchNormApply(Op):
     def perform(self, node, inputs, output_storage):
         if compiled_perform(node, inputs, output_storage):
             return
-        x, gamma, beta, mean, std = inputs
-        dtype = node.outputs[0].type.dtype
-        out = np.subtract(x, mean, dtype=dtype)
-        out *= np.divide(gamma, std, dtype=dtype)
-        out += beta
-        output_storage[0][0] = out
+        output_storage[0][0] = np_apply(*inputs, node.outputs[0].type.dtype)
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return bn_c.apply_code(self, node, name, inputs, outputs, sub)
 
     def infer_shape(self, fgraph, node, shapes):
         return [broadcast_shape(*shapes, arrays_are_shapes=True)]

@@ -1,0 +1,1064 @@
+"""C implementations of the batch-norm Ops (modes ``C`` and ``CVM``).
+
+The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here.  The
+numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba_kernels`):
+
+- the input is viewed as a C-contiguous ``(outer, channels, inner)`` array
+  (see :mod:`lasagne_bn.ops.layout`); a non-contiguous input, or one whose
+  kept axes are not adjacent, is copied (transposed) first;
+- statistics are sums of ``x - shift`` (the first sample of each channel)
+  accumulated in float64, which keeps the variance of ``1e6 + N(0, 1)``
+  float32 data; the inner loops keep eight independent accumulators, so a
+  sum is not one long chain of dependent additions;
+- the elementwise passes compute in the input's precision (float32 on
+  float32 input), one multiply-add per element.
+
+Large tensors are split over a few POSIX threads, started for the call and
+joined before it returns (no pool, so nothing spins between calls): one per
+``MIN_ELEMENTS_PER_THREAD`` elements, at most the CPUs in the process's
+affinity mask and at most 4; ``LASAGNE_BN_C_THREADS=n`` sets that limit
+instead (``1``: single-threaded).  It is read once per compiled module.
+
+float16 has no C code here: ``c_code`` raises ``NotImplementedError`` and
+PyTensor's ``CVM`` runs the NumPy ``perform`` for that node instead (mode
+``C`` cannot compile float16 graphs at all in PyTensor 3.0.7).
+
+Invalid runtime values (shapes, ``epsilon``, ``running_average_factor``)
+are detected in C, and the error is then raised by the same NumPy code
+``perform`` runs (:func:`raise_like_perform`), so the messages are the same
+in every mode.
+
+>>> import numpy as np, pytensor, pytensor.tensor as pt
+>>> from lasagne_bn.ops import batch_normalization_train
+>>> x, g = pt.matrix("x"), pt.vector("g")
+>>> out, mean, invstd = batch_normalization_train(x, g, g * 0)
+>>> f = pytensor.function([x, g], mean, mode="CVM")   # runs the C code
+>>> f(np.array([[1.0, 2.0], [3.0, 6.0]]), np.ones(2))
+array([2., 4.])
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from lasagne_bn.ops.layout import channel_block, kept_axes
+
+#: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
+#: an edited kernel or glue can never be served stale.
+C_CODE_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+#: Elements per thread below which splitting the work does not pay.
+MIN_ELEMENTS_PER_THREAD = 1 << 18
+
+
+# --------------------------------------------------------------------------
+# kernels: one copy per element type ($T), with $W the working precision of
+# the elementwise passes (the same type here) and $S a name suffix.
+
+_KERNELS = r"""
+/* Per channel: s1 += x - shift, s2 += (x - shift)^2 over rows [a0, a1), inner > 1.
+   Four vector accumulators of eight doubles: the sums are neither one chain of
+   dependent additions nor scalar (GCC vectorizes no float reduction without
+   -ffast-math, so the vectors are written out). */
+static void lbn_moments_inner_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp C,
+                                 npy_intp B, npy_intp c0, npy_intp c1,
+                                 const double* shift, double* s1, double* s2)
+{
+    for (npy_intp c = c0; c < c1; ++c) {
+        const double sh = shift[c];
+        lbn_v8d p0 = lbn_zero8(), p1 = lbn_zero8(), q0 = lbn_zero8(), q1 = lbn_zero8();
+        double t1 = 0, t2 = 0;
+        for (npy_intp a = a0; a < a1; ++a) {
+            const $T* row = x + (a * C + c) * B;
+            npy_intp b = 0;
+            for (; b + 16 <= B; b += 16) {
+                const lbn_v8d d0 = lbn_load8_$S(row + b) - sh;
+                const lbn_v8d d1 = lbn_load8_$S(row + b + 8) - sh;
+                p0 += d0;
+                p1 += d1;
+                q0 += d0 * d0;
+                q1 += d1 * d1;
+            }
+            for (; b + 8 <= B; b += 8) {
+                const lbn_v8d d0 = lbn_load8_$S(row + b) - sh;
+                p0 += d0;
+                q0 += d0 * d0;
+            }
+            for (; b < B; ++b) {
+                const double d = (double)row[b] - sh;
+                t1 += d;
+                t2 += d * d;
+            }
+        }
+        s1[c] += lbn_hsum8(p0 + p1) + t1;
+        s2[c] += lbn_hsum8(q0 + q1) + t2;
+    }
+}
+
+/* The same for inner == 1: rows of C contiguous channels, columns [c0, c1). */
+static void lbn_moments_outer_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp C,
+                                 npy_intp c0, npy_intp c1,
+                                 const double* shift, double* s1, double* s2)
+{
+    npy_intp a = a0;
+    for (; a + 4 <= a1; a += 4) {
+        const $T* r0 = x + a * C;
+        const $T* r1 = r0 + C;
+        const $T* r2 = r1 + C;
+        const $T* r3 = r2 + C;
+        for (npy_intp c = c0; c < c1; ++c) {
+            const double sh = shift[c];
+            const double d0 = (double)r0[c] - sh, d1 = (double)r1[c] - sh;
+            const double d2 = (double)r2[c] - sh, d3 = (double)r3[c] - sh;
+            s1[c] += (d0 + d1) + (d2 + d3);
+            s2[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+        }
+    }
+    for (; a < a1; ++a) {
+        const $T* r0 = x + a * C;
+        for (npy_intp c = c0; c < c1; ++c) {
+            const double d0 = (double)r0[c] - shift[c];
+            s1[c] += d0;
+            s2[c] += d0 * d0;
+        }
+    }
+}
+
+/* Per channel: sy += dy, syx += dy * (x - center), inner > 1 (vectors as above). */
+static void lbn_sums_inner_$S(const $T* x, const $T* dy, npy_intp a0, npy_intp a1,
+                              npy_intp C, npy_intp B, npy_intp c0, npy_intp c1,
+                              const double* center, double* sy, double* syx)
+{
+    for (npy_intp c = c0; c < c1; ++c) {
+        const double mu = center[c];
+        lbn_v8d p0 = lbn_zero8(), p1 = lbn_zero8(), q0 = lbn_zero8(), q1 = lbn_zero8();
+        double t1 = 0, t2 = 0;
+        for (npy_intp a = a0; a < a1; ++a) {
+            const $T* xr = x + (a * C + c) * B;
+            const $T* yr = dy + (a * C + c) * B;
+            npy_intp b = 0;
+            for (; b + 16 <= B; b += 16) {
+                const lbn_v8d y0 = lbn_load8_$S(yr + b);
+                const lbn_v8d y1 = lbn_load8_$S(yr + b + 8);
+                p0 += y0;
+                p1 += y1;
+                q0 += y0 * (lbn_load8_$S(xr + b) - mu);
+                q1 += y1 * (lbn_load8_$S(xr + b + 8) - mu);
+            }
+            for (; b + 8 <= B; b += 8) {
+                const lbn_v8d y0 = lbn_load8_$S(yr + b);
+                p0 += y0;
+                q0 += y0 * (lbn_load8_$S(xr + b) - mu);
+            }
+            for (; b < B; ++b) {
+                const double y = (double)yr[b];
+                t1 += y;
+                t2 += y * ((double)xr[b] - mu);
+            }
+        }
+        sy[c] += lbn_hsum8(p0 + p1) + t1;
+        syx[c] += lbn_hsum8(q0 + q1) + t2;
+    }
+}
+
+static void lbn_sums_outer_$S(const $T* x, const $T* dy, npy_intp a0, npy_intp a1,
+                              npy_intp C, npy_intp c0, npy_intp c1,
+                              const double* center, double* sy, double* syx)
+{
+    npy_intp a = a0;
+    for (; a + 4 <= a1; a += 4) {
+        const $T* x0 = x + a * C;
+        const $T* y0 = dy + a * C;
+        for (npy_intp c = c0; c < c1; ++c) {
+            const double mu = center[c];
+            const double v0 = (double)y0[c], v1 = (double)y0[c + C];
+            const double v2 = (double)y0[c + 2 * C], v3 = (double)y0[c + 3 * C];
+            sy[c] += (v0 + v1) + (v2 + v3);
+            syx[c] += (v0 * ((double)x0[c] - mu) + v1 * ((double)x0[c + C] - mu))
+                      + (v2 * ((double)x0[c + 2 * C] - mu) + v3 * ((double)x0[c + 3 * C] - mu));
+        }
+    }
+    for (; a < a1; ++a) {
+        const $T* x0 = x + a * C;
+        const $T* y0 = dy + a * C;
+        for (npy_intp c = c0; c < c1; ++c) {
+            const double v0 = (double)y0[c];
+            sy[c] += v0;
+            syx[c] += v0 * ((double)x0[c] - center[c]);
+        }
+    }
+}
+
+/* out = (x - shift) * scale + offset over the (a, c) rows [r0, r1) of a
+   (A, C, B) array, in $W. */
+static void lbn_affine_$S(const $T* __restrict__ x, npy_intp r0, npy_intp r1, npy_intp C,
+                          npy_intp B, const $W* __restrict__ shift, const $W* __restrict__ scale,
+                          const $W* __restrict__ offset, $T* __restrict__ out)
+{
+    if (B == 1) {
+        for (npy_intp a = r0; a < r1; ++a) {
+            const $T* __restrict__ xr = x + a * C;
+            $T* __restrict__ orow = out + a * C;
+            for (npy_intp c = 0; c < C; ++c)
+                orow[c] = ($T)((($W)xr[c] - shift[c]) * scale[c] + offset[c]);
+        }
+        return;
+    }
+    for (npy_intp r = r0; r < r1; ++r) {
+        const npy_intp c = r % C;
+        const $W sh = shift[c], k = scale[c], o = offset[c];
+        const $T* __restrict__ xr = x + r * B;
+        $T* __restrict__ orow = out + r * B;
+        for (npy_intp b = 0; b < B; ++b)
+            orow[b] = ($T)((($W)xr[b] - sh) * k + o);
+    }
+}
+
+/* dx = dy * k1 - (x - mu) * k2 - k3, rows as in lbn_affine. */
+static void lbn_grad_$S(const $T* __restrict__ x, const $T* __restrict__ dy, npy_intp r0,
+                        npy_intp r1, npy_intp C, npy_intp B, const $W* __restrict__ mu,
+                        const $W* __restrict__ k1, const $W* __restrict__ k2,
+                        const $W* __restrict__ k3, $T* __restrict__ dx)
+{
+    if (B == 1) {
+        for (npy_intp a = r0; a < r1; ++a) {
+            const $T* __restrict__ xr = x + a * C;
+            const $T* __restrict__ yr = dy + a * C;
+            $T* __restrict__ drow = dx + a * C;
+            for (npy_intp c = 0; c < C; ++c)
+                drow[c] = ($T)(($W)yr[c] * k1[c] - (($W)xr[c] - mu[c]) * k2[c] - k3[c]);
+        }
+        return;
+    }
+    for (npy_intp r = r0; r < r1; ++r) {
+        const npy_intp c = r % C;
+        const $W m = mu[c], a1 = k1[c], a2 = k2[c], a3 = k3[c];
+        const $T* __restrict__ xr = x + r * B;
+        const $T* __restrict__ yr = dy + r * B;
+        $T* __restrict__ drow = dx + r * B;
+        for (npy_intp b = 0; b < B; ++b)
+            drow[b] = ($T)(($W)yr[b] * a1 - (($W)xr[b] - m) * a2 - a3);
+    }
+}
+
+static void lbn_task_$S(lbn_task* t)
+{
+    const npy_intp C = t->C, B = t->B;
+    const $T* x = (const $T*)t->x;
+    const $T* dy = (const $T*)t->dy;
+    if (t->kind == 0 && B == 1)
+        lbn_moments_outer_$S(x, t->lo, t->hi, C, 0, C, t->center, t->s1, t->s2);
+    else if (t->kind == 0)
+        lbn_moments_inner_$S(x, t->lo, t->hi, C, B, 0, C, t->center, t->s1, t->s2);
+    else if (t->kind == 1 && B == 1)
+        lbn_sums_outer_$S(x, dy, t->lo, t->hi, C, 0, C, t->center, t->s1, t->s2);
+    else if (t->kind == 1)
+        lbn_sums_inner_$S(x, dy, t->lo, t->hi, C, B, 0, C, t->center, t->s1, t->s2);
+    else if (t->kind == 2)
+        lbn_affine_$S(x, t->lo, t->hi, C, B, (const $W*)t->v0, (const $W*)t->v1,
+                      (const $W*)t->v2, ($T*)t->out);
+    else
+        lbn_grad_$S(x, dy, t->lo, t->hi, C, B, (const $W*)t->v0, (const $W*)t->v1,
+                    (const $W*)t->v2, (const $W*)t->v3, ($T*)t->out);
+}
+"""
+
+# Dispatch over the element type, the splitting of work over threads, and the
+# Python glue shared by the four Ops.
+_COMMON = r"""
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <sched.h>
+
+#define LBN_MIN_PER_THREAD ((npy_intp)%(min_per_thread)d)
+
+/* Threads one large tensor may use: LASAGNE_BN_C_THREADS, else the CPUs in
+   this process's affinity mask, at most 4 (read once per compiled module). */
+static int lbn_max_threads(void)
+{
+    static int n = 0;
+    if (n == 0) {
+        int want = 0;
+        const char* env = getenv("LASAGNE_BN_C_THREADS");
+        if (env != NULL && env[0] != '\0') want = atoi(env);
+        if (want < 1) {
+            cpu_set_t set;
+            want = 1;
+            if (sched_getaffinity(0, sizeof(set), &set) == 0) want = CPU_COUNT(&set);
+            if (want > 4) want = 4;
+            if (want < 1) want = 1;
+        }
+        n = want;
+    }
+    return n;
+}
+
+/* Eight doubles as one vector (one AVX-512 register, two AVX ones; GCC
+   emulates it where there is no SIMD). */
+typedef double lbn_v8d __attribute__((vector_size(64)));
+typedef float lbn_v8f __attribute__((vector_size(32)));
+
+static inline lbn_v8d lbn_zero8(void)
+{
+    lbn_v8d z = {0, 0, 0, 0, 0, 0, 0, 0};
+    return z;
+}
+
+static inline lbn_v8d lbn_load8_f32(const float* p)
+{
+    lbn_v8f v;
+    memcpy(&v, p, sizeof(v));
+    return __builtin_convertvector(v, lbn_v8d);
+}
+
+static inline lbn_v8d lbn_load8_f64(const double* p)
+{
+    lbn_v8d v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline double lbn_hsum8(lbn_v8d v)
+{
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/* One task of a split reduction or elementwise pass. */
+typedef struct {
+    int kind;            /* 0 moments, 1 grad sums, 2 affine, 3 grad pass */
+    int type;            /* NPY_FLOAT32 or NPY_FLOAT64 */
+    const void* x;
+    const void* dy;
+    void* out;
+    npy_intp A, C, B;
+    npy_intp lo, hi;     /* rows (outer index, or (a, c) rows for elementwise) */
+    const double* center;
+    double* s1;          /* this task's own partial sums (length C) */
+    double* s2;
+    const void* v0; const void* v1; const void* v2; const void* v3;  /* $W vectors */
+} lbn_task;
+
+static void lbn_run_task(lbn_task* t)
+{
+    if (t->type == NPY_FLOAT32) lbn_task_f32(t);
+    else lbn_task_f64(t);
+}
+
+static void* lbn_thread_main(void* arg)
+{
+    lbn_run_task((lbn_task*)arg);
+    return NULL;
+}
+
+/* Run `proto` over rows [0, rows) in up to `max_threads` pieces (one per
+   LBN_MIN_PER_THREAD elements); reductions get per-piece partial sums that
+   are added up in piece order.  The calling thread runs the first piece;
+   a thread that cannot be started runs inline.  Returns -1 on no memory. */
+static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int max_threads,
+                   double* s1, double* s2)
+{
+    const int reduce = proto->kind <= 1;
+    npy_intp total = rows * per_row;
+    int n = max_threads;
+    if (n > 16) n = 16;
+    if (total / LBN_MIN_PER_THREAD < n) n = (int)(total / LBN_MIN_PER_THREAD);
+    if (n > rows) n = (int)rows;
+    if (n < 1) n = 1;
+    lbn_task tasks[16];
+    pthread_t ids[16];
+    int started[16];
+    double* partial = NULL;
+    const npy_intp C = proto->C;
+    if (reduce && n > 1) {
+        partial = (double*)calloc((size_t)(2 * (n - 1) * C + 1), sizeof(double));
+        if (partial == NULL) n = 1;
+    }
+    for (int i = 0; i < n; ++i) {
+        tasks[i] = *proto;
+        tasks[i].lo = rows * i / n;
+        tasks[i].hi = rows * (i + 1) / n;
+        if (reduce) {
+            tasks[i].s1 = i == 0 ? s1 : partial + 2 * (i - 1) * C;
+            tasks[i].s2 = i == 0 ? s2 : partial + (2 * (i - 1) + 1) * C;
+        }
+    }
+    for (int i = 1; i < n; ++i)
+        started[i] = pthread_create(&ids[i], NULL, lbn_thread_main, &tasks[i]) == 0;
+    lbn_run_task(&tasks[0]);
+    for (int i = 1; i < n; ++i) {
+        if (started[i]) pthread_join(ids[i], NULL);
+        else lbn_run_task(&tasks[i]);
+    }
+    if (partial != NULL) {
+        for (int i = 1; i < n; ++i)
+            for (npy_intp c = 0; c < C; ++c) {
+                s1[c] += tasks[i].s1[c];
+                s2[c] += tasks[i].s2[c];
+            }
+        free(partial);
+    }
+    return 0;
+}
+
+/* Reductions over an (A, C, B) array: split over the outer rows. */
+static void lbn_reduce(int kind, int type, const void* x, const void* dy, npy_intp A,
+                       npy_intp C, npy_intp B, const double* center, double* s1, double* s2,
+                       int threads)
+{
+    lbn_task t;
+    memset(&t, 0, sizeof(t));
+    t.kind = kind; t.type = type; t.x = x; t.dy = dy; t.A = A; t.C = C; t.B = B;
+    t.center = center;
+    for (npy_intp c = 0; c < C; ++c) { s1[c] = 0.0; s2[c] = 0.0; }
+    if (A * C * B == 0) return;
+    lbn_run(&t, A, C * B, threads, s1, s2);
+}
+
+/* Elementwise passes: split over (a, c) rows of B elements (rows of C when B == 1). */
+static void lbn_elementwise(int kind, int type, const void* x, const void* dy, void* out,
+                            npy_intp A, npy_intp C, npy_intp B, const void* v0,
+                            const void* v1, const void* v2, const void* v3, int threads)
+{
+    lbn_task t;
+    memset(&t, 0, sizeof(t));
+    t.kind = kind; t.type = type; t.x = x; t.dy = dy; t.out = out; t.A = A; t.C = C; t.B = B;
+    t.v0 = v0; t.v1 = v1; t.v2 = v2; t.v3 = v3;
+    if (A * C * B == 0) return;
+    if (B == 1) lbn_run(&t, A, C, threads, NULL, NULL);
+    else lbn_run(&t, A * C, B, threads, NULL, NULL);
+}
+
+/* `n` doubles as vectors in the working precision of `type`, in `dst` (room
+   for n doubles): float32 vectors are packed at its start. */
+static const void* lbn_work_vector(int type, const double* src, double* dst, npy_intp n)
+{
+    if (type == NPY_FLOAT32) {
+        float* f = (float*)dst;
+        for (npy_intp i = 0; i < n; ++i) f[i] = (float)src[i];
+        return f;
+    }
+    if (dst != src) memcpy(dst, src, (size_t)n * sizeof(double));
+    return dst;
+}
+
+/* Copy a float array of n elements (any layout) into the doubles `dst`. */
+static int lbn_read_vector(PyArrayObject* p, double* dst, npy_intp n)
+{
+    PyArrayObject* c = (PyArrayObject*)PyArray_FromAny(
+        (PyObject*)p, PyArray_DescrFromType(NPY_FLOAT64), 0, 0,
+        NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
+    if (c == NULL) return -1;
+    if (PyArray_SIZE(c) != n) {
+        Py_DECREF(c);
+        PyErr_SetString(PyExc_RuntimeError, "lasagne_bn C code: statistic of unexpected size");
+        return -1;
+    }
+    memcpy(dst, PyArray_DATA(c), (size_t)n * sizeof(double));
+    Py_DECREF(c);
+    return 0;
+}
+
+/* Store n doubles into the C-contiguous float array `out`. */
+static void lbn_write_vector(PyArrayObject* out, const double* src, npy_intp n)
+{
+    if (PyArray_TYPE(out) == NPY_FLOAT32) {
+        float* f = (float*)PyArray_DATA(out);
+        for (npy_intp i = 0; i < n; ++i) f[i] = (float)src[i];
+    } else {
+        memcpy(PyArray_DATA(out), src, (size_t)n * sizeof(double));
+    }
+}
+
+/* Make *out a writable C-contiguous array of `dims` and `type`, reusing the
+   previous one when it fits (as PyTensor's own C Ops do). */
+static int lbn_prepare_output(PyArrayObject** out, int nd, const npy_intp* dims, int type)
+{
+    if (*out != NULL && PyArray_NDIM(*out) == nd && PyArray_TYPE(*out) == type
+        && PyArray_IS_C_CONTIGUOUS(*out) && PyArray_ISWRITEABLE(*out)) {
+        int same = 1;
+        for (int i = 0; i < nd; ++i) same = same && PyArray_DIMS(*out)[i] == dims[i];
+        if (same) return 0;
+    }
+    Py_XDECREF(*out);
+    *out = (PyArrayObject*)PyArray_EMPTY(nd, (npy_intp*)dims, type, 0);
+    return *out == NULL ? -1 : 0;
+}
+
+/* The input as a C-contiguous array in the order `perm` (kept axes first when
+   they are not adjacent); `perm` NULL: the input's own order. New reference. */
+static PyArrayObject* lbn_contiguous(PyArrayObject* x, const int* perm, int nd)
+{
+    PyArrayObject* src = x;
+    if (perm != NULL) {
+        npy_intp p[NPY_MAXDIMS];
+        PyArray_Dims d = {p, nd};
+        for (int i = 0; i < nd; ++i) p[i] = perm[i];
+        src = (PyArrayObject*)PyArray_Transpose(x, &d);
+        if (src == NULL) return NULL;
+    } else {
+        Py_INCREF(src);
+    }
+    PyArrayObject* c = (PyArrayObject*)PyArray_FromAny(
+        (PyObject*)src, NULL, 0, 0, NPY_ARRAY_CARRAY_RO, NULL);
+    Py_DECREF(src);
+    return c;
+}
+
+/* Copy the contiguous result `tmp`, in the order `perm`, into `out` (the input's
+   layout), through the view of `out` in that order. */
+static int lbn_unpermute(PyArrayObject* tmp, PyArrayObject* out, const int* perm, int nd)
+{
+    npy_intp p[NPY_MAXDIMS];
+    PyArray_Dims d = {p, nd};
+    for (int i = 0; i < nd; ++i) p[i] = perm[i];
+    PyArrayObject* view = (PyArrayObject*)PyArray_Transpose(out, &d);
+    if (view == NULL) return -1;
+    int r = PyArray_CopyInto(view, tmp);
+    Py_DECREF(view);
+    return r;
+}
+
+/* Size 1 on the reduced axes (mask[i] != 0), the input's size elsewhere. */
+static int lbn_stat_shape_ok(PyArrayObject* p, PyArrayObject* x, const int* mask)
+{
+    const int nd = PyArray_NDIM(x);
+    if (PyArray_NDIM(p) != nd) return 0;
+    for (int i = 0; i < nd; ++i) {
+        const npy_intp want = mask[i] ? 1 : PyArray_DIMS(x)[i];
+        if (PyArray_DIMS(p)[i] != want) return 0;
+    }
+    return 1;
+}
+
+static double lbn_scalar(PyArrayObject* s)
+{
+    return *(const double*)PyArray_DATA(s);
+}
+
+/* Raise the error perform would raise: run the NumPy reference on the same
+   inputs (it raises), through lasagne_bn.ops.bn_c.raise_like_perform. */
+static void lbn_raise_like_perform(const char* kind, PyObject* axes, PyObject** inputs, int n)
+{
+    PyObject* module = PyImport_ImportModule("lasagne_bn.ops.bn_c");
+    PyObject* func = module ? PyObject_GetAttrString(module, "raise_like_perform") : NULL;
+    PyObject* args = func ? PyTuple_New(n + 2) : NULL;
+    if (args != NULL) {
+        PyTuple_SET_ITEM(args, 0, PyUnicode_FromString(kind));
+        Py_INCREF(axes);
+        PyTuple_SET_ITEM(args, 1, axes);
+        for (int i = 0; i < n; ++i) {
+            Py_INCREF(inputs[i]);
+            PyTuple_SET_ITEM(args, i + 2, inputs[i]);
+        }
+        PyObject* r = PyObject_CallObject(func, args);
+        Py_XDECREF(r);
+        if (r != NULL)
+            PyErr_Format(PyExc_RuntimeError,
+                         "lasagne_bn %%s: the C code refused inputs the NumPy reference accepts",
+                         kind);
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(func);
+    Py_XDECREF(module);
+}
+"""
+
+
+def support_code() -> str:
+    """The C support code shared by the four Ops (PyTensor deduplicates it)."""
+    kernels = "".join(
+        _KERNELS.replace("$T", t).replace("$W", t).replace("$S", s)
+        for t, s in (("float", "f32"), ("double", "f64"))
+    )
+    common = _COMMON % {"min_per_thread": MIN_ELEMENTS_PER_THREAD}
+    # The kernels need lbn_task; lbn_run_task needs the kernels.
+    head, tail = common.split("static void lbn_run_task", 1)
+    return head + kernels + "static void lbn_run_task" + tail
+
+
+# --------------------------------------------------------------------------
+# errors: the NumPy reference raises them
+
+
+def raise_like_perform(kind: str, axes: tuple[int, ...], *inputs) -> None:
+    """Run the NumPy reference of ``kind`` on ``inputs``, which raises its error.
+
+    Called by the C code when it finds an invalid shape or scalar, so that
+    the ``ValueError`` is the one ``perform`` raises, word for word.
+    """
+    from lasagne_bn.ops import bn
+
+    if kind == "train":
+        bn.np_train_forward(*inputs[:4], axes)
+        if len(inputs) > 4:
+            bn.check_running(inputs[0], axes, *inputs[4:])
+    elif kind == "train_grad":
+        bn.np_train_backward(*inputs[:5], axes, *inputs[5:])
+    elif kind == "inference":
+        bn.np_inference(*inputs, axes)
+    else:
+        bn.np_apply(*inputs, np.result_type(*inputs))
+
+
+# --------------------------------------------------------------------------
+# per-node glue
+
+
+def _dtype_code(dtype: str) -> str:
+    if dtype == "float32":
+        return "NPY_FLOAT32"
+    if dtype == "float64":
+        return "NPY_FLOAT64"
+    # float16: CVM runs perform for this node instead.
+    raise NotImplementedError(f"lasagne_bn has no C code for {dtype} batch normalization")
+
+
+class _Glue:
+    """Static layout facts of one node, and the C snippets that use them."""
+
+    def __init__(self, axes: tuple[int, ...], ndim: int):
+        self.axes, self.ndim = axes, ndim
+        block = channel_block(axes, ndim)
+        if block is None:
+            kept = kept_axes(axes, ndim)
+            self.perm: tuple[int, ...] | None = kept + tuple(axes)
+            self.k0, self.k1 = 0, len(kept)
+        else:
+            self.perm = None
+            self.k0, self.k1 = block
+
+    def decls(self) -> str:
+        mask = ", ".join("1" if i in self.axes else "0" for i in range(self.ndim))
+        lines = [f"const int lbn_mask[{self.ndim}] = {{{mask}}};"]
+        if self.perm is not None:
+            perm = ", ".join(map(str, self.perm))
+            lines.append(f"const int lbn_perm[{self.ndim}] = {{{perm}}};")
+        return "\n    ".join(lines)
+
+    def contiguous(self, src: str) -> str:
+        perm = "NULL" if self.perm is None else "lbn_perm"
+        return f"lbn_contiguous({src}, {perm}, {self.ndim})"
+
+    def m_expr(self, x: str) -> str:
+        return " * ".join(f"(npy_intp)PyArray_DIMS({x})[{a}]" for a in self.axes)
+
+    def view(self, xc: str) -> str:
+        """``A``, ``C``, ``B`` of the contiguous (permuted) array ``xc``."""
+
+        def prod(lo, hi):
+            return " * ".join(f"PyArray_DIMS({xc})[{i}]" for i in range(lo, hi)) or "1"
+
+        return (
+            f"const npy_intp A = {prod(0, self.k0)};\n"
+            f"        const npy_intp C = {prod(self.k0, self.k1)};\n"
+            f"        const npy_intp B = {prod(self.k1, self.ndim)};"
+        )
+
+    def stat_dims(self, x: str) -> str:
+        items = ["1" if i in self.axes else f"PyArray_DIMS({x})[{i}]" for i in range(self.ndim)]
+        return f"npy_intp sdims[{self.ndim}] = {{{', '.join(items)}}};"
+
+    def elementwise_target(self, out: str, type_num: str) -> tuple[str, str, str]:
+        """(allocation, data pointer, copy-back) for the big output ``out``."""
+        if self.perm is None:
+            return "", f"PyArray_DATA({out})", ""
+        alloc = (
+            f"lbn_tmp = (PyArrayObject*)PyArray_EMPTY({self.ndim}, PyArray_DIMS(xc), "
+            f"{type_num}, 0);\n        if (lbn_tmp == NULL) goto LBN_DONE;"
+        )
+        back = f"if (lbn_unpermute(lbn_tmp, {out}, lbn_perm, {self.ndim})) goto LBN_DONE;"
+        return alloc, "PyArray_DATA(lbn_tmp)", back
+
+    def raise_code(self, kind: str, inputs: list[str]) -> str:
+        """C statements raising perform's error for these inputs."""
+        fmt = "(" + "i" * len(self.axes) + ")"
+        args = ", ".join(str(a) for a in self.axes)
+        items = ", ".join(f"(PyObject*){i}" for i in inputs)
+        return (
+            "{\n"
+            f'            PyObject* lbn_axes = Py_BuildValue("{fmt}", {args});\n'
+            f"            PyObject* lbn_in[{len(inputs)}] = {{{items}}};\n"
+            "            if (lbn_axes != NULL) {\n"
+            f'                lbn_raise_like_perform("{kind}", lbn_axes, lbn_in, '
+            f"{len(inputs)});\n"
+            "                Py_DECREF(lbn_axes);\n"
+            "            }\n"
+            "        }"
+        )
+
+
+def _shape_checks(stats: list[str], x: str) -> str:
+    return " || ".join(f"!lbn_stat_shape_ok({s}, {x}, lbn_mask)" for s in stats)
+
+
+def train_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
+    """``BatchNormTrain.c_code``."""
+    x_t = node.inputs[0].type
+    tnum = _dtype_code(x_t.dtype)
+    st_num = _dtype_code(node.outputs[1].type.dtype)
+    g = _Glue(op.axes, x_t.ndim)
+    nd = x_t.ndim
+    x, gamma, beta, eps = inputs[:4]
+    out, mean, invstd = outputs[:3]
+    fail = sub["fail"]
+    running = len(inputs) > 4
+    check = _shape_checks([gamma, beta], x) + " || m < 1 || !(eps > 0.0) || !isfinite(eps)"
+    f_decl = run_read = run_write = ""
+    if running:
+        factor, rmean, rvar = inputs[4:]
+        new_rm, new_rv = outputs[3:]
+        check += " || !(f >= 0.0 && f <= 1.0) || " + _shape_checks([rmean, rvar], x)
+        f_decl = f"const double f = lbn_scalar({factor});"
+        run_read = (
+            f"if (lbn_read_vector({rmean}, rm, C) || lbn_read_vector({rvar}, rv, C)) "
+            "goto LBN_DONE;"
+        )
+        run_write = f"""
+        if (lbn_prepare_output(&{new_rm}, {nd}, sdims, {st_num})
+            || lbn_prepare_output(&{new_rv}, {nd}, sdims, {st_num})) goto LBN_DONE;
+        {{
+            /* m == 1: var * inf * f is NaN (0 * inf), as in perform. */
+            const double unbias = m > 1 ? (double)m / (double)(m - 1) : INFINITY;
+            for (npy_intp c = 0; c < C; ++c) {{
+                rm[c] = rm[c] * (1.0 - f) + mean_v[c] * f;
+                rv[c] = rv[c] * (1.0 - f) + var[c] * unbias * f;
+            }}
+        }}
+        lbn_write_vector({new_rm}, rm, C);
+        lbn_write_vector({new_rv}, rv, C);"""
+    alloc, target, back = g.elementwise_target(out, tnum)
+    code = f"""
+{{
+    {g.decls()}
+    const npy_intp m = {g.m_expr(x)};
+    const double eps = lbn_scalar({eps});
+    {f_decl}
+    int lbn_ok = 0;
+    PyArrayObject* xc = NULL;
+    PyArrayObject* lbn_tmp = NULL;
+    double* work = NULL;
+    if ({check}) {{
+        {g.raise_code("train", inputs)}
+        {fail}
+    }}
+    xc = {g.contiguous(x)};
+    if (xc == NULL) goto LBN_DONE;
+    {{
+        {g.view("xc")}
+        {g.stat_dims(x)}
+        const int type = PyArray_TYPE(xc);
+        const char* xd = (const char*)PyArray_DATA(xc);
+        work = (double*)malloc((size_t)(9 * C + 1) * sizeof(double));
+        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
+        double* shift = work;
+        double* s1 = work + C;
+        double* s2 = work + 2 * C;
+        double* var = work + 3 * C;
+        double* mean_v = work + 4 * C;
+        double* scale = work + 5 * C;
+        double* offset = work + 6 * C;
+        double* rm = work + 7 * C;
+        double* rv = work + 8 * C;
+        (void)rm; (void)rv;
+        if (lbn_read_vector({gamma}, scale, C) || lbn_read_vector({beta}, offset, C))
+            goto LBN_DONE;
+        {run_read}
+        if (lbn_prepare_output(&{out}, {nd}, PyArray_DIMS({x}), {tnum})
+            || lbn_prepare_output(&{mean}, {nd}, sdims, {st_num})
+            || lbn_prepare_output(&{invstd}, {nd}, sdims, {st_num})) goto LBN_DONE;
+        {alloc}
+        /* The shift: each channel's first sample keeps the sums exact. */
+        for (npy_intp c = 0; c < C; ++c)
+            shift[c] = type == NPY_FLOAT32 ? (double)((const float*)xd)[c * B]
+                                           : ((const double*)xd)[c * B];
+        Py_BEGIN_ALLOW_THREADS
+        lbn_reduce(0, type, xd, NULL, A, C, B, shift, s1, s2, lbn_max_threads());
+        Py_END_ALLOW_THREADS
+        for (npy_intp c = 0; c < C; ++c) {{
+            const double mu = s1[c] / (double)m;
+            double v = s2[c] / (double)m - mu * mu;
+            if (v < 0.0) v = 0.0;
+            var[c] = v;
+            s2[c] = 1.0 / sqrt(v + eps);  /* invstd */
+            scale[c] = scale[c] * s2[c];
+            offset[c] = offset[c] - mu * scale[c];
+            mean_v[c] = shift[c] + mu;
+        }}
+        lbn_write_vector({mean}, mean_v, C);
+        lbn_write_vector({invstd}, s2, C);
+        {{
+            const void* w0 = lbn_work_vector(type, shift, shift, C);
+            const void* w1 = lbn_work_vector(type, scale, scale, C);
+            const void* w2 = lbn_work_vector(type, offset, offset, C);
+            void* od = {target};
+            Py_BEGIN_ALLOW_THREADS
+            lbn_elementwise(2, type, xd, NULL, od, A, C, B, w0, w1, w2, NULL,
+                            lbn_max_threads());
+            Py_END_ALLOW_THREADS
+        }}
+        {back}
+        {run_write}
+    }}
+    lbn_ok = 1;
+LBN_DONE:
+    Py_XDECREF(xc);
+    Py_XDECREF(lbn_tmp);
+    free(work);
+    if (!lbn_ok) {{
+        {fail}
+    }}
+}}
+"""
+    return code.replace("LBN_DONE", f"lbn_done_{name}")
+
+
+def train_grad_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
+    """``BatchNormTrainGrad.c_code``."""
+    x_t = node.inputs[0].type
+    tnum = _dtype_code(x_t.dtype)
+    st_num = _dtype_code(node.outputs[1].type.dtype)
+    g = _Glue(op.axes, x_t.ndim)
+    nd = x_t.ndim
+    x, dy, gamma, mean, invstd = inputs[:5]
+    dx, dgamma, dbeta = outputs
+    fail = sub["fail"]
+    stat_grads = len(inputs) > 5
+    check = _shape_checks(inputs[2:], x) + f" || m < 1 || !PyArray_SAMESHAPE({x}, {dy})"
+    read_g = (
+        f"if (lbn_read_vector({inputs[5]}, gm, C) || lbn_read_vector({inputs[6]}, gv, C)) "
+        "goto LBN_DONE;"
+        if stat_grads
+        else "for (npy_intp c = 0; c < C; ++c) { gm[c] = 0.0; gv[c] = 0.0; }"
+    )
+    alloc, target, back = g.elementwise_target(dx, tnum)
+    code = f"""
+{{
+    {g.decls()}
+    const npy_intp m = {g.m_expr(x)};
+    int lbn_ok = 0;
+    PyArrayObject* xc = NULL;
+    PyArrayObject* dyc = NULL;
+    PyArrayObject* lbn_tmp = NULL;
+    double* work = NULL;
+    if ({check}) {{
+        {g.raise_code("train_grad", inputs)}
+        {fail}
+    }}
+    xc = {g.contiguous(x)};
+    if (xc == NULL) goto LBN_DONE;
+    dyc = {g.contiguous(dy)};
+    if (dyc == NULL) goto LBN_DONE;
+    {{
+        {g.view("xc")}
+        {g.stat_dims(x)}
+        const int type = PyArray_TYPE(xc);
+        const char* xd = (const char*)PyArray_DATA(xc);
+        const char* dyd = (const char*)PyArray_DATA(dyc);
+        work = (double*)malloc((size_t)(9 * C + 1) * sizeof(double));
+        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
+        double* gam = work;
+        double* mu = work + C;
+        double* inv = work + 2 * C;
+        double* gm = work + 3 * C;
+        double* gv = work + 4 * C;
+        double* sy = work + 5 * C;
+        double* syx = work + 6 * C;
+        double* k1 = work + 7 * C;
+        double* k2 = work + 8 * C;
+        if (lbn_read_vector({gamma}, gam, C) || lbn_read_vector({mean}, mu, C)
+            || lbn_read_vector({invstd}, inv, C)) goto LBN_DONE;
+        {read_g}
+        if (lbn_prepare_output(&{dx}, {nd}, PyArray_DIMS({x}), {tnum})
+            || lbn_prepare_output(&{dgamma}, {nd}, sdims, {st_num})
+            || lbn_prepare_output(&{dbeta}, {nd}, sdims, {st_num})) goto LBN_DONE;
+        {alloc}
+        Py_BEGIN_ALLOW_THREADS
+        lbn_reduce(1, type, xd, dyd, A, C, B, mu, sy, syx, lbn_max_threads());
+        Py_END_ALLOW_THREADS
+        for (npy_intp c = 0; c < C; ++c) {{
+            k1[c] = gam[c] * inv[c];
+            k2[c] = (k1[c] * inv[c] * inv[c] * syx[c] - 2.0 * gv[c]) / (double)m;
+            gm[c] = (k1[c] * sy[c] - gm[c]) / (double)m;  /* k3 */
+            gam[c] = syx[c] * inv[c];  /* dgamma */
+        }}
+        lbn_write_vector({dgamma}, gam, C);
+        lbn_write_vector({dbeta}, sy, C);
+        {{
+            const void* w0 = lbn_work_vector(type, mu, mu, C);
+            const void* w1 = lbn_work_vector(type, k1, k1, C);
+            const void* w2 = lbn_work_vector(type, k2, k2, C);
+            const void* w3 = lbn_work_vector(type, gm, gm, C);
+            void* od = {target};
+            Py_BEGIN_ALLOW_THREADS
+            lbn_elementwise(3, type, xd, dyd, od, A, C, B, w0, w1, w2, w3, lbn_max_threads());
+            Py_END_ALLOW_THREADS
+        }}
+        {back}
+    }}
+    lbn_ok = 1;
+LBN_DONE:
+    Py_XDECREF(xc);
+    Py_XDECREF(dyc);
+    Py_XDECREF(lbn_tmp);
+    free(work);
+    if (!lbn_ok) {{
+        {fail}
+    }}
+}}
+"""
+    return code.replace("LBN_DONE", f"lbn_done_{name}")
+
+
+def inference_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
+    """``BatchNormInference.c_code``."""
+    x_t = node.inputs[0].type
+    tnum = _dtype_code(x_t.dtype)
+    _dtype_code(node.inputs[1].type.dtype)
+    g = _Glue(op.axes, x_t.ndim)
+    nd = x_t.ndim
+    x, gamma, beta, mean, var, eps = inputs
+    (out,) = outputs
+    fail = sub["fail"]
+    check = _shape_checks([gamma, beta, mean, var], x) + " || !(eps > 0.0) || !isfinite(eps)"
+    alloc, target, back = g.elementwise_target(out, tnum)
+    code = f"""
+{{
+    {g.decls()}
+    const double eps = lbn_scalar({eps});
+    int lbn_ok = 0;
+    PyArrayObject* xc = NULL;
+    PyArrayObject* lbn_tmp = NULL;
+    double* work = NULL;
+    if ({check}) {{
+        {g.raise_code("inference", inputs)}
+        {fail}
+    }}
+    xc = {g.contiguous(x)};
+    if (xc == NULL) goto LBN_DONE;
+    {{
+        {g.view("xc")}
+        const int type = PyArray_TYPE(xc);
+        const char* xd = (const char*)PyArray_DATA(xc);
+        work = (double*)malloc((size_t)(4 * C + 1) * sizeof(double));
+        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
+        double* scale = work;
+        double* offset = work + C;
+        double* mu = work + 2 * C;
+        double* v = work + 3 * C;
+        if (lbn_read_vector({gamma}, scale, C) || lbn_read_vector({beta}, offset, C)
+            || lbn_read_vector({mean}, mu, C) || lbn_read_vector({var}, v, C)) goto LBN_DONE;
+        if (lbn_prepare_output(&{out}, {nd}, PyArray_DIMS({x}), {tnum})) goto LBN_DONE;
+        {alloc}
+        for (npy_intp c = 0; c < C; ++c) scale[c] = scale[c] / sqrt(v[c] + eps);
+        {{
+            const void* w0 = lbn_work_vector(type, mu, mu, C);
+            const void* w1 = lbn_work_vector(type, scale, scale, C);
+            const void* w2 = lbn_work_vector(type, offset, offset, C);
+            void* od = {target};
+            Py_BEGIN_ALLOW_THREADS
+            lbn_elementwise(2, type, xd, NULL, od, A, C, B, w0, w1, w2, NULL,
+                            lbn_max_threads());
+            Py_END_ALLOW_THREADS
+        }}
+        {back}
+    }}
+    lbn_ok = 1;
+LBN_DONE:
+    Py_XDECREF(xc);
+    Py_XDECREF(lbn_tmp);
+    free(work);
+    if (!lbn_ok) {{
+        {fail}
+    }}
+}}
+"""
+    return code.replace("LBN_DONE", f"lbn_done_{name}")
+
+
+def apply_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
+    """``BatchNormApply.c_code``: one broadcasting pass with NumPy's iterator."""
+    out_t = node.outputs[0].type
+    tnum = _dtype_code(out_t.dtype)
+    ctype = "float" if out_t.dtype == "float32" else "double"
+    nd = out_t.ndim
+    (out,) = outputs
+    fail = sub["fail"]
+    items = ", ".join(inputs)
+    raise_items = ", ".join(f"(PyObject*){i}" for i in inputs)
+    code = f"""
+{{
+    PyArrayObject* lbn_in[5] = {{{items}}};
+    npy_intp dims[{max(nd, 1)}];
+    int lbn_ok = 1;
+    for (int i = 0; i < {nd}; ++i) {{
+        npy_intp d = 1;
+        for (int k = 0; k < 5; ++k) {{
+            const npy_intp s = PyArray_DIMS(lbn_in[k])[i];
+            if (s != 1) {{
+                if (d != 1 && s != d) lbn_ok = 0;
+                d = s;
+            }}
+        }}
+        dims[i] = d;
+    }}
+    if (!lbn_ok) {{
+        PyObject* lbn_axes = PyTuple_New(0);
+        PyObject* lbn_py[5] = {{{raise_items}}};
+        if (lbn_axes != NULL) {{
+            lbn_raise_like_perform("apply", lbn_axes, lbn_py, 5);
+            Py_DECREF(lbn_axes);
+        }}
+        {fail}
+    }}
+    if (lbn_prepare_output(&{out}, {nd}, dims, {tnum})) {{
+        {fail}
+    }}
+    if (PyArray_SIZE({out}) > 0) {{
+        PyArrayObject* ops[6] = {{{items}, {out}}};
+        npy_uint32 flags[6] = {{NPY_ITER_READONLY, NPY_ITER_READONLY, NPY_ITER_READONLY,
+                               NPY_ITER_READONLY, NPY_ITER_READONLY,
+                               NPY_ITER_WRITEONLY | NPY_ITER_NO_BROADCAST}};
+        PyArray_Descr* types[6];
+        for (int k = 0; k < 6; ++k) types[k] = PyArray_DescrFromType({tnum});
+        NpyIter* it = NpyIter_MultiNew(
+            6, ops, NPY_ITER_EXTERNAL_LOOP | NPY_ITER_BUFFERED | NPY_ITER_GROWINNER,
+            NPY_KEEPORDER, NPY_SAFE_CASTING, flags, types);
+        for (int k = 0; k < 6; ++k) Py_DECREF(types[k]);
+        if (it == NULL) {{
+            {fail}
+        }}
+        NpyIter_IterNextFunc* next = NpyIter_GetIterNext(it, NULL);
+        if (next == NULL) {{
+            NpyIter_Deallocate(it);
+            {fail}
+        }}
+        char** data = NpyIter_GetDataPtrArray(it);
+        npy_intp* strides = NpyIter_GetInnerStrideArray(it);
+        npy_intp* size = NpyIter_GetInnerLoopSizePtr(it);
+        do {{
+            const npy_intp n = *size;
+            const npy_intp s0 = strides[0], s1 = strides[1], s2 = strides[2];
+            const npy_intp s3 = strides[3], s4 = strides[4], s5 = strides[5];
+            char* p0 = data[0]; char* p1 = data[1]; char* p2 = data[2];
+            char* p3 = data[3]; char* p4 = data[4]; char* p5 = data[5];
+            for (npy_intp i = 0; i < n; ++i) {{
+                const {ctype} xv = *({ctype}*)(p0 + i * s0);
+                const {ctype} gv = *({ctype}*)(p1 + i * s1);
+                const {ctype} bv = *({ctype}*)(p2 + i * s2);
+                const {ctype} mv = *({ctype}*)(p3 + i * s3);
+                const {ctype} sv = *({ctype}*)(p4 + i * s4);
+                *({ctype}*)(p5 + i * s5) = (xv - mv) * (gv / sv) + bv;
+            }}
+        }} while (next(it));
+        if (!NpyIter_Deallocate(it)) {{
+            {fail}
+        }}
+    }}
+}}
+"""
+    return code.replace("LBN_DONE", f"lbn_done_{name}")

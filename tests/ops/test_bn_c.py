@@ -1,0 +1,292 @@
+"""The batch-norm Ops' C code (modes ``C`` and ``CVM``) against their NumPy ``perform``.
+
+Each case compiles ONE function holding every Op (training with running
+averages, its gradient with and without gradients reaching the statistics,
+inference, the broadcasting ``BatchNormApply``), applied to a contiguous
+input and to a transposed view of it, and runs it in ``C``, ``CVM`` and the
+python linker (``perform``).  ``tests/ops/test_bn.py`` and
+``test_bn_numerics.py`` check the same Ops against float64 references in
+every mode; here the point is that C and ``perform`` agree node for node.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from compile_modes import mode_for
+from pytensor.compile.debug.debugmode import DebugMode
+
+from lasagne_bn.ops import batch_normalization_train
+from lasagne_bn.ops.bn import (
+    BatchNormApply,
+    BatchNormCOp,
+    BatchNormInference,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+)
+
+C_MODES = ["c", "cvm"]
+
+CASES = {
+    # name: (shape, axes, dtype)
+    "dense_f32": ((9, 13), (0,), "float32"),
+    "spatial_f64": ((4, 3, 5, 6), (0, 2, 3), "float64"),
+    "spatial_f32": ((3, 5, 7, 5), (0, 2, 3), "float32"),
+    "not_adjacent_f32": ((3, 4, 5), (1,), "float32"),
+    "not_adjacent_5d_f64": ((2, 3, 2, 2, 3), (0, 1, 3), "float64"),
+    "all_axes_f64": ((6, 5), (0, 1), "float64"),
+    "batch_of_one_f32": ((1, 3, 4, 4), (0, 2, 3), "float32"),
+    "per_activation_batch_of_one_f64": ((1, 4), (0,), "float64"),
+}
+
+
+def full_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def tensor(name, ndim, dtype):
+    return pt.tensor(name, dtype=dtype, shape=(None,) * ndim)
+
+
+def all_ops(x, params, axes):
+    """Every Op applied to ``x``; ``params`` are full-layout tensors."""
+    g, b, rm, rv, mu, var, gm, gv = params
+    out, mean, invstd, new_rm, new_rv = BatchNormTrain(axes)(x, g, b, 1e-3, 0.3, rm, rv)
+    dy = pt.sin(x * 3.0)
+    grads = BatchNormTrainGrad(axes)(x, dy, g, mean, invstd)
+    grads_stats = BatchNormTrainGrad(axes)(x, dy, g, mean, invstd, gm, gv)
+    test_out = BatchNormInference(axes)(x, g, b, mu, var, 1e-3)
+    applied = BatchNormApply()(x, g, b, mu, pt.sqrt(var + 1.0))
+    return [out, mean, invstd, new_rm, new_rv, *grads, *grads_stats, test_out, applied]
+
+
+class Case:
+    def __init__(self, name, offset=0.0):
+        shape, axes, dtype = CASES[name]
+        rng = np.random.default_rng(len(name))
+        self.shape, self.axes, self.dtype = shape, axes, dtype
+        stat = full_shape(shape, axes)
+        self.x = (offset + rng.normal(0.5, 2.0, size=shape)).astype(dtype)
+        self.params = [rng.normal(1.0, 0.5, size=stat).astype(dtype) for _ in range(4)]
+        self.params[3] = np.abs(self.params[3]) + 0.1  # running var
+        self.params += [
+            rng.normal(size=stat).astype(dtype),  # mean
+            rng.uniform(0.5, 2.0, size=stat).astype(dtype),  # var
+            rng.normal(size=stat).astype(dtype),  # g_mean
+            rng.normal(size=stat).astype(dtype),  # g_var
+        ]
+
+
+@functools.cache
+def compiled(name: str, mode_name: str):
+    shape, axes, dtype = CASES[name]
+    ndim = len(shape)
+    x = tensor("x", ndim, dtype)
+    # The same data given transposed: the Ops see a non-contiguous view.
+    xt = tensor("xt", ndim, dtype)
+    params = [tensor(f"p{i}", ndim, dtype) for i in range(8)]
+    params = [pt.specify_broadcastable(p, *axes) for p in params]
+    outputs = all_ops(x, params, axes) + all_ops(xt.T, params, axes)[:3]
+    mode = mode_for(mode_name)
+    return pytensor.function([x, xt, *params], outputs, mode=mode)
+
+
+def run(name: str, mode_name: str, offset: float = 0.0):
+    case = Case(name, offset)
+    fn = compiled(name, mode_name)
+    return fn(case.x, np.ascontiguousarray(case.x.T), *case.params)
+
+
+def uses_c(fn) -> bool:
+    """Whether every batch-norm node of a CVM function runs a C thunk."""
+    nodes = fn.maker.fgraph.toposort()
+    ours = [
+        (n, t) for n, t in zip(nodes, fn.vm.thunks, strict=True) if isinstance(n.op, BatchNormCOp)
+    ]
+    return bool(ours) and all(hasattr(t, "cthunk") for _, t in ours)
+
+
+def assert_same(got, want, dtype):
+    tol = 2e-5 if dtype == "float32" else 1e-11
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype and g.shape == w.shape, k
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"output {k}")
+
+
+# perform's running variance of a one-value batch is 0 * inf (NaN), and says so.
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
+@pytest.mark.parametrize("mode_name", C_MODES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_c_matches_perform(name, mode_name):
+    got = run(name, mode_name)
+    want = run(name, "py")
+    assert_same(got, want, CASES[name][2])
+    # The transposed view gives the same training outputs.
+    n_view = 3
+    for g, w in zip(got[-n_view:], want[:n_view], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    if mode_name == "cvm":
+        assert uses_c(compiled(name, mode_name))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
+def test_batch_of_one_running_variance_is_nan_as_in_perform():
+    got = run("per_activation_batch_of_one_f64", "cvm")
+    assert np.isnan(got[4]).all() and not np.isnan(got[3]).any()
+
+
+@pytest.mark.parametrize("mode_name", C_MODES)
+def test_offset_1e6_float32_is_exact(mode_name):
+    """float32 ``1e6 + N(0, 1)``: the float64 shifted sums keep the variance."""
+    got = run("spatial_f32", mode_name, offset=1e6)
+    want = run("spatial_f32", "py", offset=1e6)
+    x64 = Case("spatial_f32", 1e6).x.astype(np.float64)
+    axes = (0, 2, 3)
+    true_invstd = 1 / np.sqrt(x64.var(axis=axes, keepdims=True) + 1e-3)
+    np.testing.assert_allclose(got[1], x64.mean(axis=axes, keepdims=True), rtol=1e-7)
+    np.testing.assert_allclose(got[2], true_invstd, rtol=1e-5)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-4)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
+
+
+@functools.cache
+def big_outputs(shape, axes, mode_name):
+    """Large enough for the C kernels to split the work over threads."""
+    x = tensor("x", len(shape), "float32")
+    g = pt.specify_broadcastable(tensor("g", len(shape), "float32"), *axes)
+    out, mean, invstd = BatchNormTrain(axes)(x, g, g, 1e-4)
+    dx, dg, db = BatchNormTrainGrad(axes)(x, pt.cos(x), g, mean, invstd)
+    fn = pytensor.function([x, g], [out, mean, invstd, dx, dg, db], mode=mode_for(mode_name))
+    rng = np.random.default_rng(5)
+    data = (3.0 + rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
+    return fn(data, np.full(full_shape(shape, axes), 1.5, np.float32))
+
+
+@pytest.mark.parametrize(
+    "shape, axes", [((8, 16, 64, 64), (0, 2, 3)), ((1024, 512), (0,))], ids=["nchw", "dense"]
+)
+def test_threaded_path_matches_perform(shape, axes):
+    got = big_outputs(shape, axes, "cvm")
+    want = big_outputs(shape, axes, "py")
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        # float32 sums over 32 Ki values: perform sums in float32 (einsum)
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4, err_msg=f"output {k}")
+
+
+# --------------------------------------------------------------------------
+# errors: the same ValueError, word for word, in C and in perform
+
+
+@functools.cache
+def error_functions(mode_name):
+    x = pt.matrix("x")
+    g, b = pt.matrix("g"), pt.matrix("b")
+    eps, factor = pt.dscalar("eps"), pt.dscalar("factor")
+    g1, b1 = (pt.specify_broadcastable(v, 0) for v in (g, b))
+    train = BatchNormTrain((0,))(x, g1, b1, eps, factor, g1, b1)
+    dy = pt.matrix("dy")
+    grad = BatchNormTrainGrad((0,))(x, dy, g1, g1, g1)
+    test = BatchNormInference((0,))(x, g1, b1, g1, b1, eps)
+    v = pt.matrix("v")
+    apply = BatchNormApply()(x, v, v, v, v)
+    mode = mode_for(mode_name)
+    return {
+        "train": pytensor.function([x, g, b, eps, factor], train, mode=mode),
+        "grad": pytensor.function([x, dy, g], grad, mode=mode),
+        "test": pytensor.function([x, g, b, eps], test, mode=mode),
+        "apply": pytensor.function([x, v], apply, mode=mode),
+    }
+
+
+X = np.ones((3, 4))
+ROW = np.ones((1, 4))
+BAD_CALLS = {
+    "epsilon": ("train", (X, ROW, ROW, -1.0, 0.1)),
+    "epsilon_nan": ("train", (X, ROW, ROW, np.nan, 0.1)),
+    "factor": ("train", (X, ROW, ROW, 1e-4, 1.5)),
+    "gamma_shape": ("train", (X, np.ones((1, 5)), ROW, 1e-4, 0.1)),
+    "m_zero": ("train", (np.ones((0, 4)), ROW, ROW, 1e-4, 0.1)),
+    "grad_dy_shape": ("grad", (X, np.ones((2, 4)), ROW)),
+    "grad_stat_shape": ("grad", (X, X, np.ones((1, 3)))),
+    "test_epsilon": ("test", (X, ROW, ROW, 0.0)),
+    "test_shape": ("test", (X, ROW, np.ones((1, 2)), 1e-4)),
+    "apply_broadcast": ("apply", (X, np.ones((2, 4)))),
+}
+
+
+def error_message(mode_name, which, args):
+    with pytest.raises(ValueError) as info:
+        error_functions(mode_name)[which](*args)
+    # PyTensor appends "Apply node that caused the error: ..." hints.
+    return str(info.value).split("\nApply node")[0]
+
+
+@pytest.mark.parametrize("mode_name", C_MODES)
+@pytest.mark.parametrize("bad", list(BAD_CALLS))
+def test_c_raises_perform_error(bad, mode_name):
+    which, args = BAD_CALLS[bad]
+    want = error_message("py", which, args)
+    got = error_message(mode_name, which, args)
+    assert got == want
+    assert "refused inputs the NumPy reference accepts" not in got
+    assert re.search(r"\w", got)
+
+
+# --------------------------------------------------------------------------
+# DebugMode: C and perform run side by side on every node
+
+
+def test_debugmode_compares_c_with_perform():
+    x = pt.tensor4("x")
+    g, b = pt.vector("g"), pt.vector("b")
+    rm, rv = pt.vector("rm"), pt.vector("rv")
+    out, mean, invstd, new_rm, new_rv = batch_normalization_train(
+        x, g, b, axes="spatial", running_mean=rm, running_var=rv
+    )
+    loss = (out * pt.cos(x)).sum() + (mean * invstd).sum()
+    grads = pytensor.grad(loss, [x, g, b])
+    fn = pytensor.function(
+        [x, g, b, rm, rv],
+        [out, new_rm, new_rv, *grads],
+        mode=DebugMode(check_py_code=True, check_c_code=True, stability_patience=1),
+    )
+    ops = {type(n.op) for n in fn.maker.fgraph.toposort()}
+    assert {BatchNormTrain, BatchNormTrainGrad} <= ops
+    rng = np.random.default_rng(7)
+    data = rng.normal(2.0, 1.5, size=(3, 2, 2, 3))
+    fn(data, np.ones(2), np.zeros(2), np.zeros(2), np.ones(2))
+
+
+# --------------------------------------------------------------------------
+# gradients through the C path
+
+
+def test_gradients_through_c_match_finite_differences():
+    rng = np.random.default_rng(11)
+    weights = rng.normal(size=(4, 3, 2, 2))
+
+    def loss(x, g, b):
+        out, mean, invstd = batch_normalization_train(x, g, b, axes="spatial")
+        return (out * weights).sum() + (mean * invstd).sum()
+
+    data = [rng.normal(size=(4, 3, 2, 2)), rng.normal(1, 0.2, size=3), rng.normal(size=3)]
+    pytensor.gradient.verify_grad(loss, data, rng=rng, mode="CVM", abs_tol=1e-6, rel_tol=1e-6)
+
+
+def test_float16_runs_perform_under_cvm_without_warning():
+    x = pt.matrix("x", dtype="float16")
+    g = pt.vector("g", dtype="float32")
+    out, mean, invstd = batch_normalization_train(x, g, g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fn = pytensor.function([x, g], [out, mean], mode="CVM")
+    data = np.random.default_rng(3).normal(size=(6, 2)).astype("float16")
+    got = fn(data, np.ones(2, "float32"))
+    assert got[0].dtype == np.float16
+    np.testing.assert_allclose(got[1], data.astype(np.float64).mean(0), rtol=1e-6)
