@@ -19,8 +19,9 @@ C entry point asks :func:`threads_for` before it runs:
   ``numba.set_num_threads``), at most the CPUs in the process's affinity
   mask (and its cgroup CPU quota, read at import), and fewer when other
   tasks are runnable: the 4th field of ``/proc/loadavg`` (runnable tasks
-  now, about 2 µs to read) minus our own pool's threads is the other load,
-  counted in proportion of our CPUs to the machine's;
+  now; 2-5 µs to read, so a reading is reused for up to 1 ms) minus our own
+  pool's threads is the other load, counted in proportion of our CPUs to
+  the machine's;
 - at least ``MIN_WORK / 2`` of the work per thread.
 
 The thread count is set with ``numba.set_num_threads`` (thread-local in
@@ -73,7 +74,7 @@ MIN_WORK = {"batch_norm": BN_MIN_WORK, "conv": CONV_MIN_WORK, "pool": POOL_MIN_W
 # the process-wide setting, shared with the compiled kernels by symbol name
 
 STATE_SYMBOL = "lasagne_bn_kernel_threads_state"
-_SETTING, _CPU_LIMIT, _ONLINE = 0, 1, 2
+_SETTING, _CPU_LIMIT, _ONLINE, _SEEN_AT, _SEEN = 0, 1, 2, 3, 4
 _STATE_SIZE = 8
 _STATE = (ctypes.c_int64 * _STATE_SIZE)()
 llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_STATE))
@@ -112,6 +113,8 @@ _sched_getaffinity = types.ExternalFunction(
 # ctypes pointer, which makes a function uncacheable).
 _get_num_threads = types.ExternalFunction("get_num_threads", types.intc())
 set_num_threads = types.ExternalFunction("set_num_threads", types.void(types.intc))
+_clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32, types.voidptr))
+_CLOCK_MONOTONIC = 1
 _LOADAVG = np.frombuffer(b"/proc/loadavg\0", dtype=np.uint8)
 _LINUX = sys.platform.startswith("linux")
 _MASK_WORDS = 16  # 1024 CPUs
@@ -140,6 +143,31 @@ def runnable_tasks() -> int:
         value = (0 if value < 0 else value * 10) + (buf[i] - 48)
         i += 1
     return value
+
+
+@driver
+def monotonic_ns() -> int:
+    """CLOCK_MONOTONIC in nanoseconds (a vDSO call, tens of ns); 0 if unavailable."""
+    ts = np.zeros(2, dtype=np.int64)
+    if not _LINUX or _clock_gettime(_CLOCK_MONOTONIC, ts.ctypes.data) != 0:
+        return 0
+    return ts[0] * 1_000_000_000 + ts[1]
+
+
+# Reading /proc/loadavg takes 2-5 µs; a reading is reused for this long.
+REFRESH_NS = 1_000_000
+
+
+@driver
+def _recent_runnable(state) -> int:
+    """``runnable_tasks()``, read at most once per REFRESH_NS per process."""
+    now = monotonic_ns()
+    if now == 0:
+        return runnable_tasks()
+    if now - state[_SEEN_AT] >= REFRESH_NS or state[_SEEN_AT] == 0:
+        state[_SEEN] = runnable_tasks()
+        state[_SEEN_AT] = now
+    return state[_SEEN]
 
 
 @driver
@@ -214,7 +242,8 @@ def threads_for(work, min_work) -> int:
         cpus = limit
     if 0 < cpus <= 1:
         return 1
-    return choose_threads(work, min_work, 0, ceiling, cpus, state[_ONLINE], runnable_tasks())
+    runnable = _recent_runnable(state)
+    return choose_threads(work, min_work, 0, ceiling, cpus, state[_ONLINE], runnable)
 
 
 # --------------------------------------------------------------------------
