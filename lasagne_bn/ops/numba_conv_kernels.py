@@ -44,7 +44,7 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lasagne_bn.ops.numba_threads import CONV_MIN_WORK, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import CONV, enter_threads, set_num_threads
 
 # Start Numba's thread pool now (see numba_kernels.py: kernels loaded from
 # the on-disk cache into a fresh PyTensor function do not start it).
@@ -711,14 +711,14 @@ CONV_DIMS = 19  # N, C, H, W, F, Cg, kh, kw, Ho, Wo, sh, sw, dh, dw, pt, pb, pl,
 @driver
 def _conv_threads(d):
     """Set the thread count for a 2-D call (multiply-adds: N F Ho Wo Cg kh kw); the old one."""
-    return enter_threads(d[0] * d[4] * d[8] * d[9] * d[5] * d[6] * d[7], CONV_MIN_WORK)
+    return enter_threads(d[0] * d[4] * d[8] * d[9] * d[5] * d[6] * d[7], CONV)
 
 
 @driver
 def _conv3d_threads(d):
     """As :func:`_conv_threads` for a 3-D call (N F Do Ho Wo Cg kd kh kw)."""
     work = d[0] * d[5] * d[10] * d[11] * d[12] * d[6] * d[7] * d[8] * d[9]
-    return enter_threads(work, CONV_MIN_WORK)
+    return enter_threads(work, CONV)
 
 
 def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):

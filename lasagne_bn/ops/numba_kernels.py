@@ -39,7 +39,7 @@ import numpy as np
 from numba import prange, types
 from numba.extending import overload
 
-from lasagne_bn.ops.numba_threads import BN_MIN_WORK, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import BATCH_NORM, enter_threads, set_num_threads
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
 
@@ -323,7 +323,7 @@ def _channel_shift(x3):
 def train_forward(x3, gamma, beta, epsilon, out3):
     """Fill ``out3``; return float64 ``(mean, invstd, var)`` per channel."""
     A, C, B = x3.shape
-    previous = enter_threads(A * C * B, BN_MIN_WORK)
+    previous = enter_threads(A * C * B, BATCH_NORM)
     shift = _channel_shift(x3)
     if B == 1:
         s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _outer_splits(A, C))
@@ -363,7 +363,7 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
     variance (zeros when none), folded into the same elementwise pass.
     """
     A, C, B = x3.shape
-    previous = enter_threads(A * C * B, BN_MIN_WORK)
+    previous = enter_threads(A * C * B, BATCH_NORM)
     if B == 1:
         s_dy, s_dyx = _sums_outer(
             x3.reshape((A, C)), dy3.reshape((A, C)), mean, _outer_splits(A, C)
@@ -402,7 +402,7 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
 def inference(x3, gamma, beta, mean, var, epsilon, out3):
     """Fill ``out3`` with ``(x - mean) * gamma / sqrt(var + eps) + beta``."""
     A, C, B = x3.shape
-    previous = enter_threads(A * C * B, BN_MIN_WORK)
+    previous = enter_threads(A * C * B, BATCH_NORM)
     scale = gamma / np.sqrt(var + epsilon)
     if B == 1:
         x2 = x3.reshape((A, C))

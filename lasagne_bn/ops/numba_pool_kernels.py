@@ -15,7 +15,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from lasagne_bn.ops.numba_threads import POOL_MIN_WORK, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import POOL, enter_threads, set_num_threads
 
 numba.get_num_threads()  # start the pool before cached parallel kernels are linked
 
@@ -148,7 +148,7 @@ POOL_DIMS = 17
 @driver
 def _pool_threads(d):
     """Set the thread count for a call (window reads: P OD OH OW wd wh ww); the old one."""
-    return enter_threads(d[0] * d[4] * d[5] * d[6] * d[7] * d[8] * d[9], POOL_MIN_WORK)
+    return enter_threads(d[0] * d[4] * d[5] * d[6] * d[7] * d[8] * d[9], POOL)
 
 
 def _pool_forward_entry(x_ptr, out_ptr, d_ptr):

@@ -70,12 +70,19 @@ POOL_MIN_WORK = 1 << 16
 
 MIN_WORK = {"batch_norm": BN_MIN_WORK, "conv": CONV_MIN_WORK, "pool": POOL_MIN_WORK}
 
+# The kernels name their family by number; the thresholds live in the state
+# buffer below (not baked into the cached kernels, so a new value here takes
+# effect without recompiling them).
+BATCH_NORM, CONV, POOL = 0, 1, 2
+KINDS = {"batch_norm": BATCH_NORM, "conv": CONV, "pool": POOL}
+
 # --------------------------------------------------------------------------
 # the process-wide setting, shared with the compiled kernels by symbol name
 
 STATE_SYMBOL = "lasagne_bn_kernel_threads_state"
 _SETTING, _CPU_LIMIT, _ONLINE, _SEEN_AT, _SEEN = 0, 1, 2, 3, 4
-_STATE_SIZE = 8
+_MIN_WORK_SLOT = 8  # + kind
+_STATE_SIZE = 16
 _STATE = (ctypes.c_int64 * _STATE_SIZE)()
 llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_STATE))
 
@@ -250,10 +257,11 @@ def threads_for(work, min_work) -> int:
 # Python side
 
 
-def _enter(work, min_work):
-    """Set this thread's Numba thread count for a call; return the count to restore."""
+def _enter(work, kind):
+    """Set this thread's Numba thread count for a call of family ``kind``; the count to restore."""
     previous = np.int64(_get_num_threads())
-    n = threads_for(work, min_work)
+    state = numba.carray(_state_pointer(), (_STATE_SIZE,))
+    n = threads_for(work, state[_MIN_WORK_SLOT + kind])
     if n != previous:
         set_num_threads(n)
     return previous
@@ -263,7 +271,7 @@ ENTER_SYMBOL = "lasagne_bn_kernel_threads_enter"
 _enter_cfunc = numba.cfunc(types.int64(types.int64, types.int64), cache=True)(_enter)
 llvm.add_symbol(ENTER_SYMBOL, _enter_cfunc.address)
 
-#: For the kernels: ``previous = enter_threads(work, MIN_WORK)`` before their
+#: For the kernels: ``previous = enter_threads(work, KIND)`` before their
 #: parallel loops, ``set_num_threads(previous)`` after.
 enter_threads = types.ExternalFunction(ENTER_SYMBOL, types.int64(types.int64, types.int64))
 
@@ -349,17 +357,19 @@ def kernel_threads(work: int, kind: str = "batch_norm") -> int:
     >>> kernel_threads(64, "pool")
     1
     """
-    if kind not in MIN_WORK:
-        raise ValueError(f"kind={kind!r}: expected one of {sorted(MIN_WORK)}")
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}: expected one of {sorted(KINDS)}")
     if isinstance(work, bool) or not isinstance(work, int | np.integer) or work < 0:
         raise TypeError(f"work={work!r}: expected a non-negative int")
-    return int(threads_for(int(work), MIN_WORK[kind]))
+    return int(threads_for(int(work), _STATE[_MIN_WORK_SLOT + KINDS[kind]]))
 
 
 def _init() -> None:
     _STATE[_SETTING] = _parse_setting(os.environ.get("LASAGNE_BN_THREADS"), "LASAGNE_BN_THREADS")
     _STATE[_CPU_LIMIT] = _cgroup_cpu_limit()
     _STATE[_ONLINE] = os.cpu_count() or 0
+    for kind, number in KINDS.items():
+        _STATE[_MIN_WORK_SLOT + number] = MIN_WORK[kind]
 
 
 _init()
