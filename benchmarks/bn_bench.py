@@ -29,21 +29,29 @@ machines are shared.  ``--memory`` adds the peak extra resident memory of one
 training step per implementation, each measured in a fresh subprocess
 with glibc's default allocator behaviour (see ``--memory`` below).
 
+``--contend N`` runs N busy-loop processes (one Python ``while True``
+each) from before the first worker starts until the last timing ends: a
+loaded machine, as when a data loader or a second experiment shares the
+cores.  They are killed on the way out, on an error or Ctrl-C too.
+
 Run:  python benchmarks/bn_bench.py            (all shapes, ~5 minutes)
       python benchmarks/bn_bench.py --quick    (fewer repetitions)
+      python benchmarks/bn_bench.py --contend 2 --impl ours/default plain/default torch
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -392,8 +400,46 @@ def time_interleaved(workers: dict[str, Worker], kind: str, reps: int) -> dict[s
     return {n: statistics.median(v) for n, v in samples.items()}
 
 
+def runnable_now() -> str:
+    """Runnable tasks now (4th field of /proc/loadavg, this process included)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[3].split("/")[0]
+    except OSError:
+        return "?"
+
+
 def load_average() -> str:
-    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    return "load average {:.2f} {:.2f} {:.2f}, runnable now {}".format(
+        *os.getloadavg(), runnable_now()
+    )
+
+
+BUSY_LOOP = "while True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def contention(n: int) -> Iterator[list[subprocess.Popen]]:
+    """``n`` busy-loop processes for the duration of the block, killed on any exit."""
+    procs: list[subprocess.Popen] = []
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)  # run the finally below
+
+    previous = signal.signal(signal.SIGTERM, on_term) if n else None
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-c", BUSY_LOOP]))
+        if n:
+            time.sleep(0.5)  # let them reach the loop
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+        if n:
+            signal.signal(signal.SIGTERM, previous)
 
 
 IMPLS = [
@@ -423,6 +469,9 @@ def main(argv=None) -> int:
     parser.add_argument("--slow", action="store_true", help="also plain/FAST_COMPILE")
     parser.add_argument("--memory", action="store_true", help="also peak memory per step")
     parser.add_argument("--impl", nargs="*", default=None, help="only these implementations")
+    parser.add_argument(
+        "--contend", type=int, default=0, metavar="N", help="N busy-loop processes during the run"
+    )
     parser.add_argument("--_memory-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--_worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -438,11 +487,22 @@ def main(argv=None) -> int:
     import numba
     import torch
 
+    if args.contend < 0:
+        parser.error(f"--contend {args.contend}: expected a number of processes >= 0")
     print(f"numba threads: {numba.get_num_threads()}, torch threads: 2, {load_average()}")
     print(
         f"torch {torch.__version__}; float32; each implementation in its own process; "
         f"medians of {reps} interleaved repetitions (ms)"
     )
+    with contention(args.contend):
+        if args.contend:
+            print(f"contention: {args.contend} busy-loop processes running; {load_average()}")
+        run_shapes(args, impls, reps)
+    return 0
+
+
+def run_shapes(args, impls, reps) -> None:
+    """Build, time and print every shape (under whatever load is running)."""
     for key in args.shapes:
         case = Case(*SHAPES[key])
         workers = {}
@@ -473,7 +533,6 @@ def main(argv=None) -> int:
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
                 memory[name] = float(out.stdout.strip().splitlines()[-1])
         print_table(key, case, train_ms, infer_ms, bound, memory)
-    return 0
 
 
 def print_table(key, case, train_ms, infer_ms, bound, memory):
@@ -482,7 +541,7 @@ def print_table(key, case, train_ms, infer_ms, bound, memory):
     size = case.x.nbytes / 2**20
     print(f"shape {key}, axes {case.axes_mode}, x = {size:.1f} MiB; {load_average()}")
     head = "| implementation | train fwd+bwd ms | infer ms | train / torch | infer / torch |"
-    head += " train / bound (fresh) | infer / bound (fresh) |"
+    head += " train / plain | infer / plain | train / bound (fresh) | infer / bound (fresh) |"
     if memory:
         head += " peak extra MiB |"
     print(head)
@@ -491,13 +550,19 @@ def print_table(key, case, train_ms, infer_ms, bound, memory):
         t, i = train_ms[name], infer_ms[name]
         row = f"| {name} | {t:.3f} | {i:.3f} | "
         row += f"{t / torch_train:.2f} | {i / torch_infer:.2f} | " if torch_train else "- | - | "
+        # against the plain graph in the same mode (ours/C against plain/C, ...)
+        plain = "plain/" + name.partition("/")[2]
+        if name.startswith("ours/") and plain in train_ms:
+            row += f"{t / train_ms[plain]:.2f} | {i / infer_ms[plain]:.2f} | "
+        else:
+            row += "- | - | "
         row += f"{t / bound['train_fresh']:.2f} | {i / bound['infer_fresh']:.2f} |"
         if memory:
             row += f" {memory[name]:.1f} |" if name in memory else " - |"
         print(row)
     print(
         f"| bound | {bound['train']:.3f} ({bound['train_fresh']:.3f} fresh) | "
-        f"{bound['infer']:.3f} ({bound['infer_fresh']:.3f} fresh) | | | | |"
+        f"{bound['infer']:.3f} ({bound['infer_fresh']:.3f} fresh) | | | | | | |"
     )
     print()
 

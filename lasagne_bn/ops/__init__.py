@@ -12,6 +12,9 @@ the C-backend lowering, and a hook that registers the JAX kernels the first
 time a function is compiled in JAX mode (so importing costs no JAX import).
 It also keeps large freed host buffers for reuse (see
 :mod:`lasagne_bn.ops.host_memory`; ``LASAGNE_BN_RECYCLE_MEMORY=0`` opts out).
+The parallel kernels pick their thread count per call (see
+:mod:`lasagne_bn.ops.numba_threads`; :func:`set_kernel_threads` or
+``LASAGNE_BN_THREADS=<n>`` fixes it).
 """
 
 from lasagne_bn.ops import bn_fold_rewrite as _bn_fold_rewrite  # noqa: F401
@@ -35,6 +38,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     BatchNormTrainGrad,
 )
+from lasagne_bn.ops.numba_threads import get_kernel_threads, kernel_threads, set_kernel_threads
 
 _host_memory.apply_default()
 
@@ -46,5 +50,8 @@ __all__ = [
     "batch_normalization",
     "batch_normalization_test",
     "batch_normalization_train",
+    "get_kernel_threads",
+    "kernel_threads",
     "moments",
+    "set_kernel_threads",
 ]

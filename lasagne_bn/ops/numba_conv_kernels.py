@@ -44,6 +44,8 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from lasagne_bn.ops.numba_threads import CONV, enter_threads, set_num_threads
+
 # Start Numba's thread pool now (see numba_kernels.py: kernels loaded from
 # the on-disk cache into a fresh PyTensor function do not start it).
 numba.get_num_threads()
@@ -706,12 +708,27 @@ def conv3d_grad_weights(x, dy, dk, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G
 CONV_DIMS = 19  # N, C, H, W, F, Cg, kh, kw, Ho, Wo, sh, sw, dh, dw, pt, pb, pl, pr, G
 
 
+@driver
+def _conv_threads(d):
+    """Set the thread count for a 2-D call (multiply-adds: N F Ho Wo Cg kh kw); the old one."""
+    return enter_threads(d[0] * d[4] * d[8] * d[9] * d[5] * d[6] * d[7], CONV)
+
+
+@driver
+def _conv3d_threads(d):
+    """As :func:`_conv_threads` for a 3-D call (N F Do Ho Wo Cg kd kh kw)."""
+    work = d[0] * d[5] * d[10] * d[11] * d[12] * d[6] * d[7] * d[8] * d[9]
+    return enter_threads(work, CONV)
+
+
 def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
     d = numba.carray(d_ptr, (CONV_DIMS,))
     x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
     k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
     out = numba.carray(out_ptr, (d[0], d[4], d[8], d[9]))
+    previous = _conv_threads(d)
     conv_forward(x, k, out, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    set_num_threads(previous)
     return 0
 
 
@@ -720,7 +737,9 @@ def _conv_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
     k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
     dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
     dx = numba.carray(dx_ptr, (d[0], d[1], d[2], d[3]))
+    previous = _conv_threads(d)
     conv_grad_inputs(k, dy, dx, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    set_num_threads(previous)
     return 0
 
 
@@ -729,9 +748,11 @@ def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
     dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
     dk = numba.carray(dk_ptr, (d[4], d[5], d[6], d[7]))
+    previous = _conv_threads(d)
     conv_grad_weights(
         x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19]
     )
+    set_num_threads(previous)
     return 0
 
 
@@ -755,10 +776,12 @@ def _conv3d_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
     x = numba.carray(x_ptr, xs)
     k = numba.carray(k_ptr, ks)
     out = numba.carray(out_ptr, ys)
+    previous = _conv3d_threads(d)
     conv3d_forward(
         x, k, out, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
         d[25],
     )  # fmt: skip
+    set_num_threads(previous)
     return 0
 
 
@@ -768,10 +791,12 @@ def _conv3d_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
     k = numba.carray(k_ptr, ks)
     dy = numba.carray(dy_ptr, ys)
     dx = numba.carray(dx_ptr, xs)
+    previous = _conv3d_threads(d)
     conv3d_grad_inputs(
         k, dy, dx, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
         d[25],
     )  # fmt: skip
+    set_num_threads(previous)
     return 0
 
 
@@ -781,10 +806,12 @@ def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     x = numba.carray(x_ptr, xs)
     dy = numba.carray(dy_ptr, ys)
     dk = numba.carray(dk_ptr, ks)
+    previous = _conv3d_threads(d)
     conv3d_grad_weights(
         x, dy, dk, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
         d[25], d[26],
     )  # fmt: skip
+    set_num_threads(previous)
     return 0
 
 

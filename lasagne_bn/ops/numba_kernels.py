@@ -39,6 +39,8 @@ import numpy as np
 from numba import prange, types
 from numba.extending import overload
 
+from lasagne_bn.ops.numba_threads import BATCH_NORM, enter_threads, set_num_threads
+
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
 
 TASKS = 32
@@ -321,6 +323,7 @@ def _channel_shift(x3):
 def train_forward(x3, gamma, beta, epsilon, out3):
     """Fill ``out3``; return float64 ``(mean, invstd, var)`` per channel."""
     A, C, B = x3.shape
+    previous = enter_threads(A * C * B, BATCH_NORM)
     shift = _channel_shift(x3)
     if B == 1:
         s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _outer_splits(A, C))
@@ -348,6 +351,7 @@ def train_forward(x3, gamma, beta, epsilon, out3):
             _work_vector(offset, x3),
             out3,
         )
+    set_num_threads(previous)
     return shift + mu, invstd, var
 
 
@@ -359,6 +363,7 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
     variance (zeros when none), folded into the same elementwise pass.
     """
     A, C, B = x3.shape
+    previous = enter_threads(A * C * B, BATCH_NORM)
     if B == 1:
         s_dy, s_dyx = _sums_outer(
             x3.reshape((A, C)), dy3.reshape((A, C)), mean, _outer_splits(A, C)
@@ -389,6 +394,7 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
             _work_vector(k_0, x3),
             dx3,
         )
+    set_num_threads(previous)
     return s_dyx * invstd, s_dy
 
 
@@ -396,6 +402,7 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
 def inference(x3, gamma, beta, mean, var, epsilon, out3):
     """Fill ``out3`` with ``(x - mean) * gamma / sqrt(var + eps) + beta``."""
     A, C, B = x3.shape
+    previous = enter_threads(A * C * B, BATCH_NORM)
     scale = gamma / np.sqrt(var + epsilon)
     if B == 1:
         x2 = x3.reshape((A, C))
@@ -410,6 +417,7 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
         _affine_inner(
             x3, _work_vector(mean, x3), _work_vector(scale, x3), _work_vector(beta, x3), out3
         )
+    set_num_threads(previous)
 
 
 # --------------------------------------------------------------------------

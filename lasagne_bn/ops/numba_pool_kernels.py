@@ -15,6 +15,8 @@ import numba
 import numpy as np
 from numba import prange
 
+from lasagne_bn.ops.numba_threads import POOL, enter_threads, set_num_threads
+
 numba.get_num_threads()  # start the pool before cached parallel kernels are linked
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
@@ -143,11 +145,19 @@ def average_pool_grad(gz4, gx4, w, s, pd, mode):
 POOL_DIMS = 17
 
 
+@driver
+def _pool_threads(d):
+    """Set the thread count for a call (window reads: P OD OH OW wd wh ww); the old one."""
+    return enter_threads(d[0] * d[4] * d[5] * d[6] * d[7] * d[8] * d[9], POOL)
+
+
 def _pool_forward_entry(x_ptr, out_ptr, d_ptr):
     d = numba.carray(d_ptr, (POOL_DIMS,))
     x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
     out4 = numba.carray(out_ptr, (d[0], d[4], d[5], d[6]))
+    previous = _pool_threads(d)
     pool_forward(x4, out4, d[7:10], d[10:13], d[13:16], d[16])
+    set_num_threads(previous)
     return 0
 
 
@@ -156,7 +166,9 @@ def _max_pool_grad_entry(x_ptr, gz_ptr, gx_ptr, d_ptr):
     x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
     gz4 = numba.carray(gz_ptr, (d[0], d[4], d[5], d[6]))
     gx4 = numba.carray(gx_ptr, (d[0], d[1], d[2], d[3]))
+    previous = _pool_threads(d)
     max_pool_grad(x4, gz4, gx4, d[7:10], d[10:13], d[13:16])
+    set_num_threads(previous)
     return 0
 
 
@@ -165,7 +177,9 @@ def _max_pool_grad_grad_entry(x_ptr, ggx_ptr, out_ptr, d_ptr):
     x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
     ggx4 = numba.carray(ggx_ptr, (d[0], d[1], d[2], d[3]))
     out4 = numba.carray(out_ptr, (d[0], d[4], d[5], d[6]))
+    previous = _pool_threads(d)
     max_pool_grad_grad(x4, ggx4, out4, d[7:10], d[10:13], d[13:16])
+    set_num_threads(previous)
     return 0
 
 
@@ -173,7 +187,9 @@ def _average_pool_grad_entry(gz_ptr, gx_ptr, d_ptr):
     d = numba.carray(d_ptr, (POOL_DIMS,))
     gz4 = numba.carray(gz_ptr, (d[0], d[4], d[5], d[6]))
     gx4 = numba.carray(gx_ptr, (d[0], d[1], d[2], d[3]))
+    previous = _pool_threads(d)
     average_pool_grad(gz4, gx4, d[7:10], d[10:13], d[13:16], d[16])
+    set_num_threads(previous)
     return 0
 
 
