@@ -48,6 +48,8 @@ MODULES = [
     "lasagne_bn.layers.local",
     "lasagne_bn.theano_extensions.conv",
     "lasagne_bn.theano_extensions.padding",
+    "lasagne_bn._compat_pytensor",
+    "compat.theano.ifelse",
 ]
 
 

@@ -168,7 +168,7 @@ _SUBMODULES = {
     "gradient": "compat.theano.gradient",
     "sandbox": "compat.theano.sandbox",
     "printing": "pytensor.printing",
-    "ifelse": "pytensor.ifelse",
+    "ifelse": "compat.theano.ifelse",
     "compile": "compat.theano.compile",
     "gof": "compat.theano.gof",
     "graph": "pytensor.graph",

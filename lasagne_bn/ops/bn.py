@@ -31,6 +31,7 @@ from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.shape import shape_i, specify_broadcastable
 from pytensor.tensor.type import TensorType
 
+from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -385,7 +386,8 @@ class BatchNormTrain(Op):
             output_storage[3][0] = (rmean * (1 - f) + mean * f).astype(st_dtype)
             output_storage[4][0] = (rvar * (1 - f) + var * unbiasing(m) * f).astype(st_dtype)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         xs = shapes[0]
         st = tuple(1 if i in self.axes else xs[i] for i in range(len(xs)))
         result = [xs, st, st]
@@ -543,7 +545,8 @@ class BatchNormTrainGrad(Op):
         output_storage[1][0] = dgamma.astype(st_dtype)
         output_storage[2][0] = dbeta.astype(st_dtype)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [shapes[0], shapes[2], shapes[2]]
 
     def connection_pattern(self, node):
@@ -601,7 +604,8 @@ class BatchNormInference(Op):
     def perform(self, node, inputs, output_storage):
         output_storage[0][0] = np_inference(*inputs, self.axes)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
     def pullback(self, inputs, outputs, cotangents):
@@ -655,7 +659,8 @@ class BatchNormApply(Op):
         out += beta
         output_storage[0][0] = out
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [broadcast_shape(*shapes, arrays_are_shapes=True)]
 
     def pullback(self, inputs, outputs, cotangents):
