@@ -50,6 +50,8 @@ MODULES = [
     "lasagne_bn.theano_extensions.padding",
     "lasagne_bn._compat_pytensor",
     "compat.theano.ifelse",
+    "compat.theano.tensor.nlinalg",
+    "compat.theano.tensor.slinalg",
 ]
 
 

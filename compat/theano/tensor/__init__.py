@@ -26,7 +26,7 @@ import pytensor.tensor as _pt
 # Ops and names Theano kept in theano.tensor(.basic), PyTensor elsewhere
 from pytensor.gradient import Lop, Rop  # noqa: E402, F401
 from pytensor.tensor import *  # noqa: F403
-from pytensor.tensor import extra_ops, nlinalg, slinalg  # noqa: F401
+from pytensor.tensor import extra_ops  # noqa: F401
 from pytensor.tensor.basic import (  # noqa: E402, F401
     Alloc,
     ARange,
@@ -109,5 +109,13 @@ __getattr__ = missing_names(
     "theano.tensor", _MISSING, fallback=lazy_submodules(globals(), _SUBMODULES)
 )
 
-# ``T.nnet`` is always there; ``T.signal`` is ours, not pytensor.tensor.signal.
-from compat.theano.tensor import elemwise, nnet, sharedvar, signal  # noqa: E402, F401, F811
+# ``T.nnet`` is always there; ``T.signal``, ``T.nlinalg``, ``T.slinalg`` are ours, not
+# PyTensor's (its nlinalg / slinalg warn for every name read).
+from compat.theano.tensor import (  # noqa: E402, F401, F811
+    elemwise,
+    nlinalg,
+    nnet,
+    sharedvar,
+    signal,
+    slinalg,
+)
