@@ -6,8 +6,8 @@ A legacy module name resolves, in this order, to
    import fails with an ``ImportError`` that says what to use instead;
 2. a shim module of this package (``theano.tensor`` ->
    ``compat.theano.tensor``), if one exists;
-3. the module named in :data:`ALIASES` (``theano.ifelse`` ->
-   ``pytensor.ifelse``, ``lasagne.init`` -> ``lasagne_bn.init``);
+3. the module named in :data:`ALIASES` (``theano.scan_module`` ->
+   ``pytensor.scan``, ``lasagne.init`` -> ``lasagne_bn.init``);
 4. the module of the same path in PyTensor (``theano.x.y`` ->
    ``pytensor.x.y``) or lasagne_bn (``lasagne.x`` -> ``lasagne_bn.x``), if
    one exists: PyTensor kept most of Theano's layout;

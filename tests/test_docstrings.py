@@ -49,6 +49,10 @@ MODULES = [
     "lasagne_bn.layers.local",
     "lasagne_bn.theano_extensions.conv",
     "lasagne_bn.theano_extensions.padding",
+    "lasagne_bn._compat_pytensor",
+    "compat.theano.ifelse",
+    "compat.theano.tensor.nlinalg",
+    "compat.theano.tensor.slinalg",
 ]
 
 

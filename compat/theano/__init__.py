@@ -28,7 +28,8 @@ import pytensor as _pytensor
 import pytensor.gradient as _gradient
 from pytensor import In, Mode, OpFromGraph, Out, dprint, grad
 from pytensor import function as _pt_function
-from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, as_op, get_mode
+from pytensor.compile import ProfileStats, SymbolicInput, SymbolicOutput, get_mode
+from pytensor.compile.ops import wrap_py as as_op  # PyTensor's as_op: a deprecated alias
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import Apply, Constant, FunctionGraph, Op, Type
 from pytensor.graph.replace import clone_replace as _clone_replace
@@ -180,12 +181,12 @@ _SUBMODULES = {
     "gradient": "compat.theano.gradient",
     "sandbox": "compat.theano.sandbox",
     "printing": "pytensor.printing",
-    "ifelse": "pytensor.ifelse",
+    "ifelse": "compat.theano.ifelse",
     "compile": "compat.theano.compile",
     "gof": "compat.theano.gof",
     "graph": "pytensor.graph",
     "scalar": "compat.theano.scalar",
-    "sparse": "pytensor.sparse",
+    "sparse": "compat.theano.sparse",
     "scan_module": "pytensor.scan",
     "misc": "pytensor.misc",
     "gpuarray": "compat.theano.gpuarray",

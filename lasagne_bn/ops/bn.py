@@ -31,6 +31,7 @@ from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.shape import shape_i, specify_broadcastable
 from pytensor.tensor.type import TensorType
 
+from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
@@ -425,7 +426,8 @@ class BatchNormTrain(BatchNormCOp):
     def c_code(self, node, name, inputs, outputs, sub):
         return bn_c.train_code(self, node, name, inputs, outputs, sub)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         xs = shapes[0]
         st = tuple(1 if i in self.axes else xs[i] for i in range(len(xs)))
         result = [xs, st, st]
@@ -588,7 +590,8 @@ class BatchNormTrainGrad(BatchNormCOp):
     def c_code(self, node, name, inputs, outputs, sub):
         return bn_c.train_grad_code(self, node, name, inputs, outputs, sub)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [shapes[0], shapes[2], shapes[2]]
 
     def connection_pattern(self, node):
@@ -651,7 +654,8 @@ class BatchNormInference(BatchNormCOp):
     def c_code(self, node, name, inputs, outputs, sub):
         return bn_c.inference_code(self, node, name, inputs, outputs, sub)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
     def pullback(self, inputs, outputs, cotangents):
@@ -705,7 +709,8 @@ class BatchNormApply(BatchNormCOp):
     def c_code(self, node, name, inputs, outputs, sub):
         return bn_c.apply_code(self, node, name, inputs, outputs, sub)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [broadcast_shape(*shapes, arrays_are_shapes=True)]
 
     def pullback(self, inputs, outputs, cotangents):

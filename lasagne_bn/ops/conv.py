@@ -48,6 +48,7 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
+from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -613,7 +614,8 @@ class Conv(_ConvOp):
         x, w = inputs
         output_storage[0][0] = np_conv(x, w, self.params)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         ishp, kshp = shapes
         return [static_or(node.outputs[0], (ishp[0], kshp[0]) + (None,) * self.convdim)]
 
@@ -685,7 +687,8 @@ class ConvGradInputs(_ConvOp):
         w, dy, shape = inputs
         output_storage[0][0] = np_conv_grad_inputs(w, dy, shape, self.params)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         kshp, tshp, _ = shapes
         channels = kshp[1] if self.num_groups == 1 else None
         return [static_or(node.outputs[0], (tshp[0], channels) + (None,) * self.convdim)]
@@ -733,7 +736,8 @@ class ConvGradWeights(_ConvOp):
         x, dy, shape = inputs
         output_storage[0][0] = np_conv_grad_weights(x, dy, shape, self.params)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         ishp, tshp, _ = shapes
         channels = ishp[1] if self.num_groups == 1 else None
         return [static_or(node.outputs[0], (tshp[1], channels) + (None,) * self.convdim)]

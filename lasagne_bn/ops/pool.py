@@ -44,6 +44,7 @@ from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.op import Op
 from pytensor.tensor.type import TensorType, integer_dtypes
 
+from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple, static_or
 
@@ -355,7 +356,8 @@ class Pool(_PoolOp):
             return
         output_storage[0][0] = np_pool(inputs[0], self.params)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         # pooled sizes as the output's own Shape_i, not as arithmetic (see static_or)
         return [static_or(node.outputs[0], (*shapes[0][: -self.nd], *([None] * self.nd)))]
 
@@ -392,7 +394,8 @@ class MaxPoolGrad(_PoolOp):
             return
         output_storage[0][0] = np_max_pool_grad(*inputs, self.params)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
     def pullback(self, inputs, outputs, cotangents):
@@ -426,7 +429,8 @@ class MaxPoolGradGrad(_PoolOp):
             return
         output_storage[0][0] = np_max_pool_grad_grad(*inputs, self.params)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [static_or(node.outputs[0], shapes[1])]
 
     def pullback(self, inputs, outputs, cotangents):
@@ -464,7 +468,8 @@ class AveragePoolGrad(_PoolOp):
         x, gz = inputs
         output_storage[0][0] = np_average_pool_grad(x.shape, gz, self.params, x.dtype)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
     def connection_pattern(self, node):
@@ -591,7 +596,8 @@ class DynamicPool(Op):
             out = np_average_pool_grad(arrays[0].shape, arrays[1], p, arrays[0].dtype)
         output_storage[0][0] = out
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         if self.kind == "pool":
             return [static_or(node.outputs[0], (*shapes[0][: -self.nd], *([None] * self.nd)))]
         if self.kind == "max_grad_grad":

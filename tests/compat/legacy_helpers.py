@@ -470,11 +470,16 @@ class LegacyNames:
     @staticmethod
     def dumps(obj, protocol: int = 2) -> bytes:
         """``pickle.dumps`` with room for deep networks (as their owners had to make)."""
+        import io
         import pickle
 
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, 100_000))
         try:
-            return pickle.dumps(obj, protocol=protocol)
+            # The pure-Python pickler: from Python 3.12 on, the C one stops at a
+            # fixed C-stack depth that setrecursionlimit does not raise.
+            buffer = io.BytesIO()
+            pickle._Pickler(buffer, protocol=protocol).dump(obj)
+            return buffer.getvalue()
         finally:
             sys.setrecursionlimit(limit)

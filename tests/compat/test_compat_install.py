@@ -106,11 +106,11 @@ class TestNames:
         assert lasagne.utils.floatX is lasagne_bn.utils.floatX
 
     def test_aliases_keep_their_own_spec(self):
-        import theano.ifelse
+        import theano.scan_module
 
-        assert theano.ifelse is sys.modules["pytensor.ifelse"]
-        assert theano.ifelse.__spec__.name == "pytensor.ifelse"
-        assert theano.ifelse.__name__ == "pytensor.ifelse"
+        assert theano.scan_module is sys.modules["pytensor.scan"]
+        assert theano.scan_module.__spec__.name == "pytensor.scan"
+        assert theano.scan_module.__name__ == "pytensor.scan"
 
     def test_gradient_extras(self):
         from theano.gradient import consider_constant, disconnected_grad

@@ -39,8 +39,6 @@ RENAMED = [
     ("theano.scalar", "Scalar", "pytensor.scalar.basic", "ScalarType"),
     ("theano.tensor.elemwise", "Sum", "pytensor.tensor.math", "Sum"),
     ("theano.tensor.elemwise", "Elemwise", "pytensor.tensor.elemwise", "Elemwise"),
-    ("theano.tensor", "Rop", "pytensor.gradient", "Rop"),
-    ("theano.tensor", "Lop", "pytensor.gradient", "Lop"),
     ("theano.tensor.basic", "Alloc", "pytensor.tensor.basic", "Alloc"),
     ("theano.tensor.basic", "Dot", "pytensor.tensor.math", "Dot"),
     ("theano.tensor.basic", "Reshape", "pytensor.tensor.shape", "Reshape"),
@@ -89,7 +87,6 @@ def test_is_same_graph_and_equal_computations():
     assert equal_computations([x + 1], [x + 1]) and not equal_computations([x + 1], [y + 1])
 
 
-@pytest.mark.filterwarnings("ignore:Rop is deprecated:FutureWarning")
 def test_theano_style_construction():
     import theano
     import theano.tensor as T

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from pytensor.compile import *  # noqa: F403
+from pytensor.compile.ops import wrap_py as as_op  # noqa: F401  (PyTensor's as_op is a deprecated alias)
 
 from compat._names import delegate
 
