@@ -603,19 +603,28 @@ class Worker:
 SAMPLE_MS = 200.0  # each sample: back-to-back calls for about this long
 
 
-def time_interleaved(workers: dict, kind: str, reps: int) -> dict[str, float]:
-    """Median ms per call, the implementations in a rotating order each repetition."""
+SLOW_MS = 2000.0  # implementations slower than this per call get ``slow_reps`` samples
+
+
+def time_interleaved(workers: dict, kind: str, reps: int, slow_reps: int) -> dict[str, float]:
+    """Median ms per call, the implementations in a rotating order each repetition.
+
+    Each sample is back-to-back calls lasting about SAMPLE_MS (at least one)
+    after one untimed call; implementations slower than SLOW_MS per call
+    (the NumPy reference under CVM on a conv net) get ``slow_reps`` samples.
+    """
     names = list(workers)
-    if not names:
-        return {}
-    calls = {}
+    calls, wanted = {}, {}
     for name in names:
         single = workers[name].step(kind, 1)
         calls[name] = max(1, min(50, int(SAMPLE_MS / max(single, 1e-3))))
+        wanted[name] = reps if single < SLOW_MS else max(1, min(reps, slow_reps))
     samples: dict[str, list[float]] = {n: [] for n in names}
     for rep in range(reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]
         for name in order:
+            if rep >= wanted[name]:
+                continue
             time.sleep(0.01)
             samples[name].append(workers[name].step(kind, calls[name]))
     return {n: statistics.median(v) for n, v in samples.items()}
@@ -671,8 +680,9 @@ def profile_ours(net: str, size: str, calls: int) -> None:
     """
     from collections import defaultdict
 
-    from lasagne_bn.ops.numba_linker import NumbaNodeLinker, _NodeProgram
     from pytensor.compile.mode import Mode, get_mode
+
+    from lasagne_bn.ops.numba_linker import NumbaNodeLinker, _NodeProgram
 
     cfg = SIZES[size][net]
     with tempfile.TemporaryDirectory() as tmp:
@@ -703,17 +713,10 @@ def profile_ours(net: str, size: str, calls: int) -> None:
     wall = []
     original = program.steps
     for _ in range(calls):
-        timed = []
-        for node, node_fn, ins, outs, frees in original:
-
-            def timed_fn(*a, _fn=node_fn, _key=_op_key(node)):
-                t = time.perf_counter()
-                try:
-                    return _fn(*a)
-                finally:
-                    per_op[_key] += time.perf_counter() - t
-
-            timed.append((node, timed_fn, ins, outs, frees))
+        timed = [
+            (node, _timed(node_fn, _op_key(node), per_op), ins, outs, frees)
+            for node, node_fn, ins, outs, frees in original
+        ]
         program.steps = timed
         t = time.perf_counter()
         fn(*args)
@@ -734,6 +737,19 @@ def profile_ours(net: str, size: str, calls: int) -> None:
         ms = seconds * 1e3 / calls
         print(f"| {key} | {count[key]} | {ms:.2f} | {seconds / total:.1%} |")
     print(f"| (all nodes) | {len(original)} | {total * 1e3 / calls:.2f} | 100% |")
+
+
+def _timed(fn, key: str, totals: dict):
+    """``fn`` with its wall time added to ``totals[key]`` on each call."""
+
+    def timed(*args):
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            totals[key] += time.perf_counter() - t
+
+    return timed
 
 
 def _op_key(node) -> str:
@@ -776,7 +792,8 @@ def _find_program(fn):
 # --------------------------------------------------------------------------
 
 
-def run_net(net: str, impls: list[str], size: str, reps: int, slow_reps: int, contend: int):
+def run_net(net: str, impls: list[str], size: str, reps: int, slow_reps: int, loads: list[int]):
+    """Build every implementation once, then time them under each load in turn; print tables."""
     cfg = SIZES[size][net]
     with tempfile.TemporaryDirectory() as tmp:
         weights = os.path.join(tmp, f"{net}.npz")
@@ -792,19 +809,18 @@ def run_net(net: str, impls: list[str], size: str, reps: int, slow_reps: int, co
                     f"inference mean {f['infer_check']:.5f}",
                     flush=True,
                 )
-            # The NumPy reference (CVM's perform) is slow on conv nets: fewer samples.
-            slow = {n: w for n, w in workers.items() if "CVM" in w.facts["mode"]}
-            fast = {n: w for n, w in workers.items() if n not in slow}
-            with Contention(contend):
-                train, infer = (
-                    time_interleaved(fast, kind, reps) | time_interleaved(slow, kind, slow_reps)
-                    for kind in ("train", "infer")
-                )
-                load = load_average()
+            facts = {n: w.facts for n, w in workers.items()}
+            for contend in loads:
+                with Contention(contend):
+                    train, infer = (
+                        time_interleaved(workers, kind, reps, slow_reps)
+                        for kind in ("train", "infer")
+                    )
+                    load = load_average()
+                print_table(net, cfg, facts, train, infer, load, contend)
         finally:
             for w in workers.values():
                 w.close()
-    return {n: w.facts for n, w in workers.items()}, train, infer, load
 
 
 def print_table(net, cfg, facts, train, infer, load, contend):
@@ -840,7 +856,11 @@ def main(argv=None) -> int:
     parser.add_argument("--impl", nargs="*", default=list(IMPLS), choices=IMPLS)
     parser.add_argument("--reps", type=int, default=7, help="repetitions per timing")
     parser.add_argument("--slow-reps", type=int, default=2, help="repetitions for CVM on conv")
-    parser.add_argument("--contend", type=int, default=0, help="busy-loop processes during timing")
+    parser.add_argument(
+        "--contend", type=int, nargs="+", default=[0],
+        help="busy-loop processes during the timings; several values: one table per load, "
+        "from the same workers",
+    )  # fmt: skip
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--profile", choices=NETS, help="per-Op profile of ours/default's step")
     parser.add_argument("--profile-calls", type=int, default=3)
@@ -851,7 +871,7 @@ def main(argv=None) -> int:
         worker_loop(*args._worker)
         return 0
     if args.profile:
-        with Contention(args.contend):
+        with Contention(args.contend[0]):
             profile_ours(args.profile, size, args.profile_calls)
         return 0
     import torch
@@ -859,15 +879,11 @@ def main(argv=None) -> int:
     print(
         f"net_bench: torch {torch.__version__} ({THREADS} threads); float32; "
         f"medians of {args.reps} interleaved repetitions ({args.slow_reps} for CVM); "
-        f"--contend {args.contend}; {load_average()}",
+        f"--contend {' '.join(map(str, args.contend))}; {load_average()}",
         flush=True,
     )
     for net in args.nets:
-        cfg = SIZES[size][net]
-        facts, train, infer, load = run_net(
-            net, args.impl, size, args.reps, args.slow_reps, args.contend
-        )
-        print_table(net, cfg, facts, train, infer, load, args.contend)
+        run_net(net, args.impl, size, args.reps, args.slow_reps, args.contend)
     return 0
 
 
