@@ -312,7 +312,7 @@ def ours_impl(net: str, cfg: dict, mode_name: str, weights: str) -> dict:
                 p.set_value(values[p.name])
             facts["mode"] = "C"
         except Exception as exc:  # noqa: BLE001 - any failure means "C cannot run it"
-            reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:120]}"
+            reason = f"{type(exc).__name__}{_failing_op(exc)}"
             train, infer, seconds = compile_("CVM")
             facts["mode"] = "CVM (C failed: " + reason + ")"
     else:
@@ -327,6 +327,17 @@ def ours_impl(net: str, cfg: dict, mode_name: str, weights: str) -> dict:
         "facts": facts,
         "function": train,
     }
+
+
+def _failing_op(exc: BaseException) -> str:
+    """' in <Op>' for the innermost traceback frame that was handling an Op, or ''."""
+    tb, op = exc.__traceback__, None
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("op")
+        if candidate is not None and hasattr(candidate, "make_node"):
+            op = candidate
+        tb = tb.tb_next
+    return f" in {op}" if op is not None else ""
 
 
 # --------------------------------------------------------------------------
