@@ -322,11 +322,21 @@ def ours_impl(net: str, cfg: dict, mode_name: str, weights: str) -> dict:
     train_args = [data[k] for k in train_keys]
     infer_args = [data[k] for k in infer_keys]
     return {
-        "train": lambda: train(*train_args),
-        "infer": lambda: infer(*infer_args),
+        "train": lambda: block(train(*train_args)),
+        "infer": lambda: block(infer(*infer_args)),
         "facts": facts,
         "function": train,
     }
+
+
+def block(result):
+    """Wait for asynchronous (JAX) results, also inside lists and tuples."""
+    if isinstance(result, list | tuple):
+        for item in result:
+            block(item)
+    elif hasattr(result, "block_until_ready"):
+        result.block_until_ready()
+    return result
 
 
 def _failing_op(exc: BaseException) -> str:
@@ -562,9 +572,11 @@ def worker_loop(name: str, net: str, size: str, weights: str) -> None:
     for line in sys.stdin:
         if line.strip() == "quit":
             return
-        kind, calls = line.split()
-        # One untimed lead call: the first after a pause wakes thread pools.
-        impl[kind]()
+        kind, calls, lead = line.split()
+        # One untimed lead call: the first after a pause wakes thread pools
+        # (which a call of a second or more does not notice).
+        if lead == "1":
+            impl[kind]()
         t = time.perf_counter()
         for _ in range(int(calls)):
             impl[kind]()
@@ -596,8 +608,9 @@ class Worker:
             raise RuntimeError(f"worker {self.name} died (see its traceback above)")
         return line.strip()
 
-    def step(self, kind: str, calls: int = 1) -> float:
-        self.proc.stdin.write(f"{kind} {calls}\n")
+    def step(self, kind: str, calls: int = 1, lead: bool = True) -> float:
+        """Mean ms per call over ``calls`` back-to-back calls, after an untimed one if ``lead``."""
+        self.proc.stdin.write(f"{kind} {calls} {int(lead)}\n")
         self.proc.stdin.flush()
         return float(self._read())
 
@@ -614,6 +627,7 @@ class Worker:
 SAMPLE_MS = 200.0  # each sample: back-to-back calls for about this long
 
 
+LEAD_MS = 500.0  # calls faster than this get an untimed lead call before each sample
 SLOW_MS = 2000.0  # implementations slower than this per call get ``slow_reps`` samples
 
 
@@ -621,15 +635,17 @@ def time_interleaved(workers: dict, kind: str, reps: int, slow_reps: int) -> dic
     """Median ms per call, the implementations in a rotating order each repetition.
 
     Each sample is back-to-back calls lasting about SAMPLE_MS (at least one)
-    after one untimed call; implementations slower than SLOW_MS per call
-    (the NumPy reference under CVM on a conv net) get ``slow_reps`` samples.
+    after one untimed call (none for calls over LEAD_MS); implementations
+    slower than SLOW_MS per call (the NumPy reference under CVM on a conv
+    net) get ``slow_reps`` samples.
     """
     names = list(workers)
-    calls, wanted = {}, {}
+    calls, wanted, lead = {}, {}, {}
     for name in names:
-        single = workers[name].step(kind, 1)
+        single = workers[name].step(kind, 1, lead=False)
         calls[name] = max(1, min(50, int(SAMPLE_MS / max(single, 1e-3))))
         wanted[name] = reps if single < SLOW_MS else max(1, min(reps, slow_reps))
+        lead[name] = single < LEAD_MS
     samples: dict[str, list[float]] = {n: [] for n in names}
     for rep in range(reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]
@@ -637,7 +653,7 @@ def time_interleaved(workers: dict, kind: str, reps: int, slow_reps: int) -> dic
             if rep >= wanted[name]:
                 continue
             time.sleep(0.01)
-            samples[name].append(workers[name].step(kind, calls[name]))
+            samples[name].append(workers[name].step(kind, calls[name], lead[name]))
     return {n: statistics.median(v) for n, v in samples.items()}
 
 
