@@ -347,7 +347,7 @@ def _failing_op(exc: BaseException) -> str:
         if candidate is not None and hasattr(candidate, "make_node"):
             op = candidate
         tb = tb.tb_next
-    return f" in {op}" if op is not None else ""
+    return f" in {type(op).__name__}" if op is not None else ""
 
 
 # --------------------------------------------------------------------------
