@@ -33,6 +33,8 @@ Implementations, each in its own worker process:
 - ``ours/JAX``: mode ``JAX``;
 - ``ours/C``: mode ``C``, or ``CVM`` when mode ``C`` cannot compile the
   network (the table says which, and why);
+- ``ours/default-1thread``: the same with ``NUMBA_NUM_THREADS=1`` (what
+  the default mode's parallel kernels cost or gain on a shared machine);
 - ``torch``: PyTorch CPU, 2 threads, glibc's default allocator;
   ``torch+recycle``: the same with the glibc settings importing
   ``lasagne_bn.ops`` makes (see ``lasagne_bn/ops/host_memory.py``).
@@ -66,7 +68,7 @@ import numpy as np
 
 EPS = 1e-4  # batch-norm epsilon, Lasagne's default
 NETS = ("resnet20", "mlp", "lstm", "dcgan")
-IMPLS = ("ours/default", "ours/JAX", "ours/C", "torch", "torch+recycle")
+IMPLS = ("ours/default", "ours/default-1thread", "ours/JAX", "ours/C", "torch", "torch+recycle")
 THREADS = 2
 
 SIZES = {
@@ -549,7 +551,7 @@ def build(name: str, net: str, cfg: dict, weights: str) -> dict:
         impl["facts"]["compile_s"] = time.perf_counter() - t
         impl["facts"]["mode"] = f"PyTorch CPU, {THREADS} threads"
         return impl
-    return ours_impl(net, cfg, name.partition("/")[2], weights)
+    return ours_impl(net, cfg, name.partition("/")[2].removesuffix("-1thread"), weights)
 
 
 def check_value(result) -> float:
@@ -585,6 +587,8 @@ def worker_loop(name: str, net: str, size: str, weights: str) -> None:
 
 def worker_env(name: str) -> dict:
     env = dict(os.environ)
+    if name.endswith("-1thread"):
+        env["NUMBA_NUM_THREADS"] = "1"
     if name == "torch+recycle":
         env["MALLOC_MMAP_THRESHOLD_"] = str(256 * 2**20)
         env["MALLOC_TRIM_THRESHOLD_"] = str(512 * 2**20)
