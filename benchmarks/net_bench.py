@@ -740,13 +740,15 @@ def profile_ours(net: str, size: str, calls: int) -> None:
         raise RuntimeError("could not find the node program of the compiled function")
     fn(*args)
     per_op: dict[str, float] = defaultdict(float)
+    per_node: dict[int, float] = defaultdict(float)
+    shapes: dict[int, str] = {}
     count: dict[str, int] = defaultdict(int)
     wall = []
     original = program.steps
     for _ in range(calls):
         timed = [
-            (node, _timed(node_fn, _op_key(node), per_op), ins, outs, frees)
-            for node, node_fn, ins, outs, frees in original
+            (node, _timed(_timed(node_fn, k, per_node, shapes), _op_key(node), per_op), *rest)
+            for k, (node, node_fn, *rest) in enumerate(original)
         ]
         program.steps = timed
         t = time.perf_counter()
@@ -768,12 +770,24 @@ def profile_ours(net: str, size: str, calls: int) -> None:
         ms = seconds * 1e3 / calls
         print(f"| {key} | {count[key]} | {ms:.2f} | {seconds / total:.1%} |")
     print(f"| (all nodes) | {len(original)} | {total * 1e3 / calls:.2f} | 100% |")
+    print("\nslowest nodes:\n\n| node | input shapes | ms per step |\n|---|---|---|")
+    for k, seconds in sorted(per_node.items(), key=lambda kv: -kv[1])[:12]:
+        op = original[k][0].op
+        name = _op_key(original[k][0])
+        if hasattr(op, "subsample"):
+            name = f"{type(op).__name__} stride {op.subsample}"
+        print(f"| {name} | {shapes.get(k, '')} | {seconds * 1e3 / calls:.2f} |")
 
 
-def _timed(fn, key: str, totals: dict):
-    """``fn`` with its wall time added to ``totals[key]`` on each call."""
+def _timed(fn, key, totals: dict, shapes: dict | None = None):
+    """``fn`` with its wall time added to ``totals[key]`` on each call.
+
+    ``shapes``: also note the argument shapes under ``key``.
+    """
 
     def timed(*args):
+        if shapes is not None:
+            shapes[key] = " ".join(str(getattr(a, "shape", "()")) for a in args)
         t = time.perf_counter()
         try:
             return fn(*args)
