@@ -62,8 +62,10 @@ numba.get_num_threads()
 driver = numba.njit(cache=True, nogil=True)
 
 # Elements (batch norm), multiply-adds (convolution) and window reads (pooling)
-# below which a call runs on one thread: where two threads started to pay on
-# a quiet 2-core AMD EPYC VM (benchmarks/thread_threshold.py).
+# below which a call runs on one thread.  Estimates (a few tens of µs of work
+# on one thread, against a launch that wakes a sleeping worker): the machine
+# was never quiet enough to measure the crossover with
+# benchmarks/thread_threshold.py; rerun it on a quiet machine and adjust.
 BN_MIN_WORK = 1 << 16
 CONV_MIN_WORK = 1 << 20
 POOL_MIN_WORK = 1 << 16
