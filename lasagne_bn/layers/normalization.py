@@ -170,6 +170,20 @@ def _depends_on(value, *deps):
     return value
 
 
+def _add_shift_and_scale(layer, beta, gamma, shape) -> None:
+    """Give ``layer`` its ``beta`` and ``gamma`` parameters (None: that one is absent)."""
+    layer.beta = (
+        None
+        if beta is None
+        else layer.add_param(beta, shape, "beta", trainable=True, regularizable=False)
+    )
+    layer.gamma = (
+        None
+        if gamma is None
+        else layer.add_param(gamma, shape, "gamma", trainable=True, regularizable=True)
+    )
+
+
 class BatchNormLayer(Layer):
     """Batch normalization (Ioffe & Szegedy, 2015), as Lasagne master's layer.
 
@@ -320,14 +334,7 @@ class BatchNormLayer(Layer):
         # What the parameters were built for; a subclass that changes
         # ``self.axes`` or the parameters afterwards gets Lasagne's formulas.
         self._built_axes = self.axes
-        if beta is None:
-            self.beta = None
-        else:
-            self.beta = self.add_param(beta, shape, "beta", trainable=True, regularizable=False)
-        if gamma is None:
-            self.gamma = None
-        else:
-            self.gamma = self.add_param(gamma, shape, "gamma", trainable=True, regularizable=True)
+        _add_shift_and_scale(self, beta, gamma, shape)
         stat_tags = {"trainable": False, "regularizable": False, "batch_norm_stat": True}
         self.mean = self.add_param(mean, shape, "mean", **stat_tags)
         if stat_storage == "inv_std":
@@ -971,14 +978,7 @@ class GroupNormLayer(Layer):
         self.groups = int(groups)
         self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
         shape = (channels,)
-        if beta is None:
-            self.beta = None
-        else:
-            self.beta = self.add_param(beta, shape, "beta", trainable=True, regularizable=False)
-        if gamma is None:
-            self.gamma = None
-        else:
-            self.gamma = self.add_param(gamma, shape, "gamma", trainable=True, regularizable=True)
+        _add_shift_and_scale(self, beta, gamma, shape)
 
     def get_output_for(self, input, **kwargs):
         axis, groups = self.axis, self.groups
