@@ -1,8 +1,12 @@
-"""JAX registrations for the pooling Ops (``lax.reduce_window``).
+"""JAX registrations for the pooling Ops.
 
-Forward pooling is ``lax.reduce_window`` over the last ``nd`` axes (max, or
-a sum divided by each window's count); the average gradient is its exact
-linear transpose.  Max-pooling gradients use explicit first-maximum masks so
+Forward pooling reduces the last ``nd`` axes (max, or a sum divided by each
+window's count).  Windows of at most :data:`MAX_TAPS` elements are reduced
+as a running maximum (sum) of strided slices, one per tap: XLA fuses those
+into one elementwise loop, which on its CPU backend runs about twice as fast
+as ``lax.reduce_window`` for the 2x2 and 3x3 windows networks use; larger
+windows use ``lax.reduce_window``.  The average gradient is the forward's
+exact linear transpose.  Max-pooling gradients use explicit first-maximum masks so
 that ties go to the same element as in the other backends (XLA's
 select-and-scatter breaks ties its own way).  :class:`DynamicPool` runs
 only when its windows are concrete at trace time (constants); JAX cannot
@@ -13,6 +17,8 @@ time a graph is compiled in JAX mode.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -33,8 +39,18 @@ from lasagne_bn.ops.pool import (
 )
 
 
+#: Windows with more elements than this use ``lax.reduce_window``.
+MAX_TAPS = 16
+
+
+def _window_size(p) -> int:
+    return int(np.prod(p.ws))
+
+
 def _pool(p, x):
-    """Theano's pooling of the last ``p.nd`` axes with ``lax.reduce_window``."""
+    """Theano's pooling of the last ``p.nd`` axes."""
+    if _window_size(p) <= MAX_TAPS:
+        return _pool_taps(p, x)
     nd = p.nd
     size = x.shape[-nd:]
     out_sp = p.out_spatial(x.shape)
@@ -55,6 +71,19 @@ def _pool(p, x):
             out = out / pool_divisor(x.shape, p, out_sp).astype(work)
         out = out.astype(x.dtype)
     return out[(Ellipsis, *(slice(0, n) for n in out_sp))]
+
+
+def _pool_taps(p, x):
+    """:func:`_pool` as a running max (sum) over the window's strided slices."""
+    if p.mode == "max":
+        xp, out_sp, _ = _padded(p, x, -np.inf)
+        return functools.reduce(jnp.maximum, (_tap(xp, off, p, out_sp) for off in _offsets(p)))
+    work = np.float32 if x.dtype == np.float16 else x.dtype
+    xp, out_sp, _ = _padded(p, x.astype(work), 0)
+    out = functools.reduce(jnp.add, (_tap(xp, off, p, out_sp) for off in _offsets(p)))
+    if p.mode != "sum":
+        out = out / pool_divisor(x.shape, p, out_sp).astype(work)
+    return out.astype(x.dtype)
 
 
 def _padded(p, x, fill):
@@ -96,6 +125,19 @@ def _max_pool_grad(p, x, maxout, gz):
     ext = pool_extent(x.shape, p, out_sp)
     lead = x.ndim - p.nd
     zero = np.array(0, dtype=x.dtype)
+    inner = tuple(slice(p.pad[i], p.pad[i] + x.shape[lead + i]) for i in range(p.nd))
+    if p.stride == p.ws:
+        # Windows tile the padded input: each element is one tap of one
+        # window, so the gradient is the taps' values interleaved (a
+        # reshape), not a sum of scattered copies.
+        taps = jnp.stack([jnp.where(hit, gz, zero) for _, hit in masks], axis=-1)
+        taps = taps.reshape(gz.shape + p.ws)
+        perm = [*range(lead)] + [a for i in range(p.nd) for a in (lead + i, lead + p.nd + i)]
+        tiled = tuple(n * w for n, w in zip(gz.shape[lead:], p.ws, strict=True))
+        gp = jnp.transpose(taps, perm).reshape(gz.shape[:lead] + tiled)
+        # rows and columns past the last window (ignore_border) get nothing
+        cfg = [(0, 0, 0)] * lead + [(0, e - t, 0) for e, t in zip(ext, tiled, strict=True)]
+        return lax.pad(gp, zero, cfg)[(Ellipsis, *inner)]
     gp = jnp.zeros(x.shape[:lead] + ext, dtype=x.dtype)
     for off, hit in masks:
         # scatter onto the strided grid of this tap: interior padding
@@ -104,7 +146,6 @@ def _max_pool_grad(p, x, maxout, gz):
             for a, e, s, n in zip(off, ext, p.stride, out_sp, strict=True)
         ]
         gp = gp + lax.pad(jnp.where(hit, gz, zero), zero, cfg)
-    inner = tuple(slice(p.pad[i], p.pad[i] + x.shape[lead + i]) for i in range(p.nd))
     return gp[(Ellipsis, *inner)]
 
 
