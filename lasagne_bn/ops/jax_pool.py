@@ -38,7 +38,6 @@ from lasagne_bn.ops.pool import (
     pool_extent,
 )
 
-
 #: Windows with more elements than this use ``lax.reduce_window``.
 MAX_TAPS = 16
 
