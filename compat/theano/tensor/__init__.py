@@ -23,6 +23,8 @@ Every public name of :mod:`pytensor.tensor` is here (``T.matrix``,
 
 from __future__ import annotations
 
+import importlib as _importlib
+
 import pytensor.gradient as _gradient
 import pytensor.tensor as _pt
 from pytensor.graph.replace import vectorize_graph as _vectorize_graph
@@ -173,7 +175,8 @@ __getattr__ = missing_names(
 )
 
 # ``T.nnet`` is always there; ``T.signal``, ``T.nlinalg``, ``T.slinalg`` are ours, not
-# PyTensor's (its nlinalg / slinalg warn for every name read).
+# PyTensor's (its nlinalg / slinalg warn for every name read), and so is
+# ``T.subtensor`` (PyTensor 3.3 warns for its ``*subtensor1`` helpers).
 from compat.theano.tensor import (  # noqa: E402, F401, F811
     elemwise,
     nlinalg,
@@ -182,3 +185,7 @@ from compat.theano.tensor import (  # noqa: E402, F401, F811
     signal,
     slinalg,
 )
+
+# PyTensor's ``subtensor`` came in with the names above, so the ``from``
+# form would keep it: import ours explicitly.
+subtensor = _importlib.import_module("compat.theano.tensor.subtensor")
