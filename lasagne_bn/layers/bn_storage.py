@@ -356,7 +356,7 @@ def convert_statistic(
     epsilon: float | None = None,
     name: str = "statistic",
 ) -> np.ndarray:
-    """Check one of ``layer``'s statistic values as ``from_storage`` and express it as ``to_storage``.
+    """Check a statistic of ``layer`` as ``from_storage`` and express it as ``to_storage``.
 
     Checked on every path (also when nothing is converted): a statistic no
     layer could hold (:func:`check_statistic`) is refused.  Returns

@@ -392,9 +392,7 @@ class BatchNormLayer(Layer):
         """The stored statistic besides the mean: ``inv_std`` or ``var``."""
         return self.inv_std if self.stat_storage == "inv_std" else self.var
 
-    def set_stat_storage(
-        self, storage: str, *, epsilon: float | None = None, value=None
-    ) -> bool:
+    def set_stat_storage(self, storage: str, *, epsilon: float | None = None, value=None) -> bool:
         """Store ``storage`` (``'inv_std'`` or ``'var'``) besides the mean from now on.
 
         The stored statistic is converted (``var = 1 / inv_std**2 -
