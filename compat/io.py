@@ -176,7 +176,8 @@ class Checkpoint:
         Model-zoo entries besides the values (``'mean value'`` ...).
     network : object or None
         For ``'network'`` files: the rebuilt lasagne_bn layer (or whatever
-        structure of layers was pickled).
+        structure of layers was pickled); None from :func:`load_params`,
+        which reads the values without rebuilding the network.
     source : str
         The path (or ``'<file object>'``).
     stat_storage : 'var', 'inv_std' or None

@@ -12,11 +12,14 @@ convention).  The two describe the same test-time normalization::
 This module converts
 
 - arrays: :func:`inv_std_to_var`, :func:`var_to_inv_std`;
-- layers and whole networks, in place: :func:`convert_stat_storage`;
+- layers and whole networks, in place: :func:`convert_stat_storage` (each
+  layer through :meth:`BatchNormLayer.set_stat_storage`);
 - flat lists of parameter values (the order of
   :func:`~lasagne_bn.layers.get_all_params`, what ``np.savez(f,
   *get_all_param_values(net))`` files hold): :func:`convert_param_values`,
-  with :func:`bn_stat_indices` telling where the statistics sit.
+  with :func:`bn_stat_indices` telling where the statistics sit
+  (:func:`collect_params`: the parameters and those places from one walk),
+  and :func:`convert_statistic` for one value.
 
 It does no file I/O (:mod:`compat.io` reads and writes legacy files on top
 of it).
