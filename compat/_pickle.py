@@ -786,16 +786,12 @@ class Rebuilder:
     def _shared(self, obj: LegacyObject, where: str):
         from lasagne_bn.utils import portable_shared
 
-        state = legacy_state(obj)
-        container = state.get("container")
-        storage = legacy_state(container).get("storage") if container is not None else None
-        if not storage or not isinstance(storage[0], np.ndarray | np.generic):
+        value = shared_value(obj)
+        if value is None:
             raise LegacyNetworkError(
                 f"{where}: the pickled {obj.legacy_path} holds no array value"
             )
-        value = np.array(storage[0])
-        name = state.get("name")
-        return portable_shared(value, name=name, shape=value.shape)
+        return portable_shared(value, name=legacy_state(obj).get("name"), shape=value.shape)
 
     def _input_variable(self, obj: LegacyObject):
         import pytensor.tensor as pt
@@ -965,6 +961,109 @@ class _Unconvertible(Exception):
     def __init__(self, path: str):
         super().__init__(path)
         self.path = path
+
+
+def _shared_array(obj):
+    if not (isinstance(obj, LegacyObject) and obj.legacy_path.endswith("SharedVariable")):
+        return None
+    container = legacy_state(obj).get("container")
+    if not isinstance(container, LegacyObject):
+        return None
+    storage = legacy_state(container).get("storage")
+    if not isinstance(storage, list) or not storage:
+        return None
+    return storage[0] if isinstance(storage[0], np.ndarray | np.generic) else None
+
+
+def shared_value(obj) -> np.ndarray | None:
+    """A copy of the array a pickled Theano shared variable holds (None if it holds none)."""
+    value = _shared_array(obj)
+    return None if value is None else np.array(value)
+
+
+def is_layer_stand_in(obj) -> bool:
+    """Whether ``obj`` is the stand-in of a pickled ``lasagne.layers`` layer."""
+    return isinstance(obj, LegacyObject) and obj.legacy_path.startswith("lasagne.layers.")
+
+
+class _NotPlain(Exception):
+    """A pickled network whose parameters only a rebuild can tell."""
+
+
+class _PickledLayers:
+    """Layer stand-ins seen as :func:`~lasagne_bn.layers.get_all_layers` walks layers.
+
+    One view per stand-in; a view's inputs are made when the walk asks for
+    them (no recursion: deep chains of layers are walked in constant depth).
+    """
+
+    def __init__(self):
+        self.views: dict[int, _PickledLayer] = {}
+
+    def view(self, obj):
+        if obj is None:
+            return None
+        if not is_layer_stand_in(obj):
+            raise _NotPlain
+        if id(obj) not in self.views:
+            self.views[id(obj)] = _PickledLayer(obj, self)
+        return self.views[id(obj)]
+
+    def all_params(self, outputs: list) -> list:
+        """Lasagne's ``get_all_params(outputs)``, as stand-ins of shared variables."""
+        from lasagne_bn.layers import get_all_layers
+
+        params, seen = [], set()
+        for layer in get_all_layers([self.view(obj) for obj in outputs]):
+            for param in layer.params():
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    params.append(param)
+        return params
+
+
+class _PickledLayer:
+    def __init__(self, obj: LegacyObject, network: _PickledLayers):
+        self.obj, self.network, self.state = obj, network, legacy_state(obj)
+
+    def __getattr__(self, name: str):
+        # what get_all_layers asks for: Lasagne's input_layers (merge layers) or input_layer
+        if name == "input_layers" and "input_layers" in self.state:
+            inputs = self.state["input_layers"]
+            if not isinstance(inputs, list | tuple):
+                raise _NotPlain
+            return [self.network.view(layer) for layer in inputs]
+        if name == "input_layer" and "input_layer" in self.state:
+            return self.network.view(self.state["input_layer"])
+        raise AttributeError(name)
+
+    def params(self) -> list:
+        """Its parameters as Lasagne's ``get_params()`` lists them."""
+        own = self.state.get("params")
+        if not isinstance(own, Mapping) or any(_shared_array(p) is None for p in own):
+            raise _NotPlain  # expressions as parameters, or no parameter dict at all
+        params = list(own)
+        # Lasagne's CustomRecurrentLayer adds its sub-networks' parameters
+        for key in ("input_to_hidden", "hidden_to_hidden"):
+            if key in self.state:
+                params += self.network.all_params([self.state[key]])
+        return params
+
+
+def pickled_param_values(layers: list) -> tuple[list, list] | None:
+    """The values and names of the parameters of pickled Lasagne layers, read without rebuilding.
+
+    ``layers`` are stand-ins of the pickled output layer(s); the result is
+    in Lasagne's ``get_all_params`` order (what rebuilding the network and
+    calling ``get_all_params`` gives).  None when only a rebuild can tell
+    the parameters (a layer fed by something else than layers, a parameter
+    that is a Theano expression, a layer with no parameter dict).
+    """
+    try:
+        params = _PickledLayers().all_params(layers)
+    except _NotPlain:
+        return None
+    return [shared_value(p) for p in params], [str(legacy_state(p).get("name")) for p in params]
 
 
 def contains_layers(obj) -> bool:

@@ -180,7 +180,7 @@ def from_torch_state_dict(network, state_dict) -> None:
                     f"{key}.running_var has shape {var.shape}; layer {key!r} needs "
                     f"{layer.param_shape}"
                 )
-            pairs.append((layer._stat2, _stat2_from_var(layer, var)))
+            pairs.append((getattr(layer, layer.stat_storage), _stat2_from_var(layer, var)))
             counter = getattr(layer, "num_batches_tracked", None)
             if counter is not None and f"{key}.num_batches_tracked" in state_dict:
                 pairs.append((counter, value(f"{key}.num_batches_tracked")))
@@ -253,7 +253,7 @@ def _set_bn(bn, gamma, beta, mean, var) -> None:
     for param, v in ((bn.gamma, gamma), (bn.beta, beta), (bn.mean, mean)):
         if param is not None:
             values.append((param, np.asarray(v)))
-    values.append((bn._stat2, _stat2_from_var(bn, np.asarray(var, np.float64))))
+    values.append((getattr(bn, bn.stat_storage), _stat2_from_var(bn, np.asarray(var, np.float64))))
     for param, v in values:
         if v.shape != bn.param_shape:
             raise ValueError(

@@ -59,6 +59,8 @@ from compat._pickle import (
     check_pickle_nesting,
     contains_layers,
     dumps_protocol2,
+    is_layer_stand_in,
+    pickled_param_values,
     warn_notes,
 )
 from lasagne_bn._files import atomic_write, resolve_target
@@ -174,7 +176,8 @@ class Checkpoint:
         Model-zoo entries besides the values (``'mean value'`` ...).
     network : object or None
         For ``'network'`` files: the rebuilt lasagne_bn layer (or whatever
-        structure of layers was pickled).
+        structure of layers was pickled); None from :func:`load_params`,
+        which reads the values without rebuilding the network.
     source : str
         The path (or ``'<file object>'``).
     stat_storage : 'var', 'inv_std' or None
@@ -371,14 +374,21 @@ def _as_values(obj, where: str) -> list | None:
     return values
 
 
-def _interpret(obj, where: str, classes, file_bytes: int = 0) -> Checkpoint:
+def _interpret(obj, where: str, classes, file_bytes: int = 0, rebuild: bool = True) -> Checkpoint:
     """Recognise what an unpickled object is.
 
-    A rebuilt network may initialize parameters the pickle lacks up to the
-    file's size (at least 1 MiB), never more: a pickled ``num_units=10**11``
-    is refused, not allocated.
+    Pickled layers are rebuilt as a lasagne_bn network, unless ``rebuild``
+    is false and their parameter values can be read from the pickle as they
+    are (:func:`compat._pickle.pickled_param_values`).  A rebuilt network
+    may initialize parameters the pickle lacks up to the file's size (at
+    least 1 MiB), never more: a pickled ``num_units=10**11`` is refused,
+    not allocated.
     """
     if contains_layers(obj):
+        if not rebuild:
+            read = pickled_param_values(_find_layers(obj, is_layer_stand_in))
+            if read is not None:
+                return Checkpoint("network", *read)
         rebuilder = Rebuilder(classes, max_new_bytes=max(file_bytes, 2**20))
         try:
             network = rebuilder.convert(obj, "network")
@@ -435,16 +445,23 @@ def _interpret(obj, where: str, classes, file_bytes: int = 0) -> Checkpoint:
     return Checkpoint("pickle", values, [f"[{i}]" for i in range(len(values))])
 
 
-def _find_layers(obj) -> list:
-    """The layers in ``obj`` and its lists, tuples and mapping values, in order, each once."""
-    from lasagne_bn.layers import Layer
+def _find_layers(obj, is_layer=None) -> list:
+    """The layers in ``obj`` and its lists, tuples and mapping values, in order, each once.
+
+    ``is_layer`` tells what a layer is (default: a lasagne_bn layer).
+    """
+    if is_layer is None:
+        from lasagne_bn.layers import Layer
+
+        def is_layer(item):
+            return isinstance(item, Layer)
 
     found, seen, stack = [], set(), [obj]
     while stack:  # no recursion: containers may nest deeply
         item = stack.pop()
         if id(item) in seen:
             continue
-        if isinstance(item, Layer):
+        if is_layer(item):
             seen.add(id(item))
             found.append(item)
         elif isinstance(item, Mapping | list | tuple):
@@ -476,6 +493,11 @@ def read_checkpoint(
     UnsafePickleError
         If a pickle names a global off the allow-list (nothing was run).
     """
+    return _read(source, classes, max_bytes)
+
+
+def _read(source, classes, max_bytes: int, rebuild: bool = True) -> Checkpoint:
+    """:func:`read_checkpoint`; a pickled network is only rebuilt with ``rebuild``."""
     _check_classes(classes)
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"max_bytes={max_bytes!r} must be a positive int")
@@ -496,7 +518,8 @@ def read_checkpoint(
         values = _as_values(array, where) if array.dtype.hasobject else [array]
         checkpoint = Checkpoint("npy", values, [f"[{i}]" for i in range(len(values))])
     else:
-        checkpoint = _interpret(_unpickle(data, where, classes), where, classes, len(data))
+        obj = _unpickle(data, where, classes)
+        checkpoint = _interpret(obj, where, classes, len(data), rebuild)
     checkpoint.source = where
     record = checkpoint.extras.pop(STAT_RECORD, None)
     if record is not None:
@@ -553,7 +576,28 @@ def _match_by_name(params, checkpoint: Checkpoint):
     return [by_name[n] for n in names]
 
 
-def _check_value(i: int, param, value: np.ndarray, allow_downcast: bool) -> np.ndarray:
+def _file_storage(checkpoint: Checkpoint, stat_storage: str | None, stats: list) -> str:
+    """What the file's statistics are; a record contradicting the call or network is refused."""
+    if checkpoint.stat_storage is not None:
+        if stat_storage not in (None, checkpoint.stat_storage):
+            raise ValueError(
+                f"{checkpoint.source} records that its batch-norm statistics are "
+                f"{checkpoint.stat_storage}, but stat_storage={stat_storage!r} was given; no "
+                "parameter was changed"
+            )
+        ours = [i for i, _ in stats]
+        if checkpoint.stat_indices != ours:
+            raise ValueError(
+                f"{checkpoint.source} holds batch-norm statistics at arrays "
+                f"{checkpoint.stat_indices}, but the network's are parameters {ours}: it was "
+                "saved from another architecture; no parameter was changed"
+            )
+    return stat_storage or checkpoint.stat_storage or "inv_std"
+
+
+def _prepare_value(i: int, param, value, allow_downcast: bool) -> np.ndarray:
+    """``value`` checked against ``param`` (shape, dtype) and cast to its dtype: the one cast."""
+    value = np.asarray(value)
     have = param.get_value(borrow=True)
     if value.shape != have.shape:
         raise ValueError(
@@ -573,6 +617,24 @@ def _check_value(i: int, param, value: np.ndarray, allow_downcast: bool) -> np.n
             "changed"
         )
     return value.astype(target, copy=False)
+
+
+def _assign(params: list, values: list) -> None:
+    """Set every parameter; values were checked and cast, so this cannot half-fail.
+
+    Should setting one fail all the same (an interrupt), the ones already
+    set get their old values back.
+    """
+    old = [p.get_value(borrow=True) for p in params]
+    done = 0
+    try:
+        for p, v in zip(params, values, strict=True):
+            p.set_value(v)
+            done += 1
+    except BaseException:
+        for p, v in zip(params[:done], old, strict=False):
+            p.set_value(v, borrow=True)
+        raise
 
 
 def load_params(
@@ -603,7 +665,9 @@ def load_params(
         through ``compat.install()``'s ``lasagne`` names).
     source : path or binary file
         Any format :func:`read_checkpoint` reads (a pickled network
-        contributes its parameter values).
+        contributes its parameter values, read from the pickle without
+        rebuilding the network: the returned checkpoint's ``network`` is
+        None).
     stat_storage : 'inv_std', 'var' or None
         What the file's batch-norm statistics are: ``'inv_std'`` for every
         Lasagne file; ``'var'`` for files saved with ``stat_storage='var'``.
@@ -634,8 +698,7 @@ def load_params(
     TypeError
         A value whose dtype the parameter cannot hold.
     """
-    from lasagne_bn.layers import get_all_params, set_all_param_values
-    from lasagne_bn.layers.bn_storage import bn_stat_indices, convert_param_values
+    from lasagne_bn.layers.bn_storage import collect_params, convert_statistic
 
     _check_network(network)
     if stat_storage not in ("inv_std", "var", None):
@@ -643,23 +706,11 @@ def load_params(
             f"stat_storage={stat_storage!r} is not known: expected 'inv_std' (Lasagne files), "
             "'var', or None (what the file records)"
         )
-    params = get_all_params(network, **tags)
-    checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
-    if checkpoint.stat_storage is not None:
-        if stat_storage not in (None, checkpoint.stat_storage):
-            raise ValueError(
-                f"{checkpoint.source} records that its batch-norm statistics are "
-                f"{checkpoint.stat_storage}, but stat_storage={stat_storage!r} was given; no "
-                "parameter was changed"
-            )
-        ours = [i for i, _ in bn_stat_indices(network, **tags)]
-        if checkpoint.stat_indices != ours:
-            raise ValueError(
-                f"{checkpoint.source} holds batch-norm statistics at arrays "
-                f"{checkpoint.stat_indices}, but the network's are parameters {ours}: it was "
-                "saved from another architecture; no parameter was changed"
-            )
-    stat_storage = stat_storage or checkpoint.stat_storage or "inv_std"
+    # 1. collect: the parameters and where the statistics sit, once
+    params, stats = collect_params(network, **tags)
+    checkpoint = _read(source, classes, max_bytes, rebuild=False)
+    # 2. validate and cast every value before anything changes
+    stat_storage = _file_storage(checkpoint, stat_storage, stats)
     values = _match_by_name(params, checkpoint) or list(checkpoint.values)
     if len(values) != len(params):
         names = ", ".join(str(p.name) for p in params)
@@ -667,18 +718,24 @@ def load_params(
             f"{checkpoint.source} holds {len(values)} arrays but the network has "
             f"{len(params)} parameters ({names}); no parameter was changed"
         )
-    checked = [
-        _check_value(i, p, np.asarray(v), allow_downcast)
+    ready = [
+        _prepare_value(i, p, v, allow_downcast)
         for i, (p, v) in enumerate(zip(params, values, strict=True))
     ]
-    try:
-        converted = convert_param_values(
-            network, checked, from_storage=stat_storage, epsilon=epsilon, **tags
-        )
-    except ValueError as exc:
-        raise ValueError(f"{checkpoint.source}: {exc}; no parameter was changed") from exc
-    converted = [np.asarray(v, dtype=p.dtype) for p, v in zip(params, converted, strict=True)]
-    set_all_param_values(network, converted, **tags)
+    for i, layer in stats:
+        try:
+            ready[i] = convert_statistic(
+                ready[i],
+                layer,
+                from_storage=stat_storage,
+                to_storage=layer.stat_storage,
+                epsilon=epsilon,
+                name=f"value {i} ({params[i].name})",
+            )
+        except ValueError as exc:
+            raise ValueError(f"{checkpoint.source}: {exc}; no parameter was changed") from exc
+    # 3. assign
+    _assign(params, ready)
     return checkpoint
 
 
@@ -720,8 +777,7 @@ def save_params(
     **tags
         Filter the parameters as ``get_all_params`` does.
     """
-    from lasagne_bn.layers import get_all_param_values
-    from lasagne_bn.layers.bn_storage import convert_param_values
+    from lasagne_bn.layers.bn_storage import collect_params, convert_statistic
 
     _check_network(network)
     _check_write_args(path, format, extras, "save_params")
@@ -729,29 +785,21 @@ def save_params(
         raise ValueError(
             f"stat_storage={stat_storage!r} is not known: expected 'inv_std', 'var' or None"
         )
-    values = convert_param_values(
-        network,
-        get_all_param_values(network, **tags),
-        to_storage=stat_storage,
-        epsilon=epsilon,
-        **tags,
-    )
-    write_values(
-        path,
-        values,
-        format,
-        extras=extras,
-        var_indices=_var_indices(network, stat_storage, **tags),
-    )
-
-
-def _var_indices(network, stat_storage: str | None, **tags) -> list[int] | None:
-    """Where ``network``'s statistics sit when all of them are written as var, else None."""
-    from lasagne_bn.layers.bn_storage import bn_stat_indices
-
-    pairs = bn_stat_indices(network, **tags)
-    storages = {stat_storage or layer.stat_storage for _, layer in pairs}
-    return [i for i, _ in pairs] if storages == {"var"} else None
+    params, stats = collect_params(network, **tags)
+    values = [p.get_value() for p in params]
+    for i, layer in stats:
+        values[i] = convert_statistic(
+            values[i],
+            layer,
+            from_storage=layer.stat_storage,
+            to_storage=stat_storage or layer.stat_storage,
+            epsilon=epsilon,
+            name=f"value {i} ({params[i].name})",
+        )
+    # the file records where its statistics are when all of them are var
+    written = {stat_storage or layer.stat_storage for _, layer in stats}
+    var_indices = [i for i, _ in stats] if written == {"var"} else None
+    write_values(path, values, format, extras=extras, var_indices=var_indices)
 
 
 def _check_write_args(path, format: str, extras, caller: str) -> None:

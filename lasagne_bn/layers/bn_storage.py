@@ -12,11 +12,14 @@ convention).  The two describe the same test-time normalization::
 This module converts
 
 - arrays: :func:`inv_std_to_var`, :func:`var_to_inv_std`;
-- layers and whole networks, in place: :func:`convert_stat_storage`;
+- layers and whole networks, in place: :func:`convert_stat_storage` (each
+  layer through :meth:`BatchNormLayer.set_stat_storage`);
 - flat lists of parameter values (the order of
   :func:`~lasagne_bn.layers.get_all_params`, what ``np.savez(f,
   *get_all_param_values(net))`` files hold): :func:`convert_param_values`,
-  with :func:`bn_stat_indices` telling where the statistics sit.
+  with :func:`bn_stat_indices` telling where the statistics sit
+  (:func:`collect_params`: the parameters and those places from one walk),
+  and :func:`convert_statistic` for one value.
 
 It does no file I/O (:mod:`compat.io` reads and writes legacy files on top
 of it).
@@ -37,22 +40,23 @@ True
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
 
-from lasagne_bn import utils
 from lasagne_bn.layers.helper import get_all_layers, get_all_params
 from lasagne_bn.layers.normalization import STAT_STORAGES, BatchNormLayer
 
 __all__ = [
     "bn_stat_indices",
     "check_statistic",
+    "collect_params",
     "convert_param_values",
+    "convert_statistic",
     "convert_stat_storage",
+    "converted_statistic",
     "inv_std_to_var",
     "layer_epsilon",
     "var_to_inv_std",
@@ -204,7 +208,7 @@ def layer_epsilon(layer: BatchNormLayer, epsilon: float | None = None) -> float:
     return _check_epsilon(float(value))
 
 
-def _bn_layers(layer_or_network) -> list[BatchNormLayer]:
+def _all_layers(layer_or_network) -> list:
     if isinstance(layer_or_network, BatchNormLayer):
         return [layer_or_network]
     try:
@@ -217,7 +221,41 @@ def _bn_layers(layer_or_network) -> list[BatchNormLayer]:
         raise TypeError(
             f"layer_or_network={layer_or_network!r} must be a layer or a list of layers"
         )
-    return [layer for layer in layers if isinstance(layer, BatchNormLayer)]
+    return layers
+
+
+def _bn_layers(layer_or_network) -> list[BatchNormLayer]:
+    return [layer for layer in _all_layers(layer_or_network) if isinstance(layer, BatchNormLayer)]
+
+
+def _to_storage(array, to: str, epsilon: float) -> np.ndarray:
+    return inv_std_to_var(array, epsilon) if to == "var" else var_to_inv_std(array, epsilon)
+
+
+def converted_statistic(layer: BatchNormLayer, to: str, epsilon: float | None = None):
+    """The layer's stored statistic expressed as ``to`` (the layer is not changed).
+
+    What :meth:`BatchNormLayer.set_stat_storage` stores.
+
+    Raises
+    ------
+    ValueError
+        If the statistic is an expression rather than a shared variable, or
+        its values cannot be converted; the message names the layer.
+    """
+    _check_storage(to, "to")
+    old = getattr(layer, layer.stat_storage)
+    if layer.stat_storage == to:
+        return old.get_value()
+    if not isinstance(old, SharedVariable):
+        raise ValueError(
+            f"layer {layer.name!r} stores its {layer.stat_storage} as an expression "
+            f"({old}), not a shared variable; it cannot be converted"
+        )
+    try:
+        return _to_storage(old.get_value(), to, layer_epsilon(layer, epsilon))
+    except ValueError as exc:
+        raise ValueError(f"layer {layer.name!r}: {exc}") from exc
 
 
 def convert_stat_storage(
@@ -227,11 +265,12 @@ def convert_stat_storage(
 
     Every :class:`BatchNormLayer` in ``layer_or_network`` (a layer, a list of
     output layers, or one BatchNormLayer) whose ``stat_storage`` is not
-    ``to`` gets a new shared variable for its second statistic, holding the
-    converted values, in the place of the old one: same position in
-    ``layer.params`` (so :func:`~lasagne_bn.layers.get_all_params` keeps its
-    order and length), same tags, name ending in ``to``.  Deterministic
-    outputs stay the same up to rounding.
+    ``to`` is switched with :meth:`BatchNormLayer.set_stat_storage`: a new
+    shared variable for its second statistic, holding the converted values,
+    in the place of the old one (same position in ``layer.params``, so
+    :func:`~lasagne_bn.layers.get_all_params` keeps its order and length,
+    same tags, name ending in ``to``).  Deterministic outputs stay the same
+    up to rounding.
 
     Functions compiled before the conversion keep using the old variable;
     compile again afterwards.  Training after a conversion averages the new
@@ -260,35 +299,41 @@ def convert_stat_storage(
     """
     _check_storage(to, "to")
     todo = [layer for layer in _bn_layers(layer_or_network) if layer.stat_storage != to]
-    # Compute every new value first: a failure leaves all layers as they were.
+    # Every new value first: a failure leaves all layers as they were.
     prepared = []
     for layer in todo:
-        old = layer._stat2
-        if not isinstance(old, SharedVariable):
-            raise ValueError(
-                f"layer {layer.name!r} stores its {layer.stat_storage} as an expression "
-                f"({old}), not a shared variable; it cannot be converted"
-            )
-        eps = layer_epsilon(layer, epsilon)
-        value = old.get_value()
         try:
-            if to == "var":
-                new_value = inv_std_to_var(value, eps)
-            else:
-                new_value = var_to_inv_std(value, eps)
+            prepared.append((layer, converted_statistic(layer, to, epsilon)))
         except ValueError as exc:
-            raise ValueError(f"layer {layer.name!r}: {exc}; no layer was changed") from exc
-        prepared.append((layer, old, new_value))
-    for layer, old, new_value in prepared:
-        name = f"{layer.name}.{to}" if layer.name is not None else to
-        new = utils.create_param(new_value, layer.param_shape, name)
-        layer.params = OrderedDict(
-            (new if param is old else param, tags) for param, tags in layer.params.items()
-        )
-        delattr(layer, layer.stat_storage)
-        setattr(layer, to, new)
-        layer.stat_storage = to
-    return [layer for layer, _, _ in prepared]
+            raise ValueError(f"{exc}; no layer was changed") from exc
+    for layer, value in prepared:
+        layer.set_stat_storage(to, value=value)
+    return [layer for layer, _ in prepared]
+
+
+def collect_params(network, **tags) -> tuple[list, list[tuple[int, BatchNormLayer]]]:
+    """``get_all_params(network, **tags)`` and where the batch-norm statistics sit in it.
+
+    One walk over the network for both: the parameters, and ``(index,
+    layer)`` pairs, in parameter order, for each :class:`BatchNormLayer`
+    whose second statistic (``inv_std`` or ``var``) is among them.
+
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+    >>> params, stats = collect_params(net)
+    >>> len(params), [(i, layer.name) for i, layer in stats]
+    (5, [(4, 'fc_bn')])
+    """
+    layers = _all_layers(network)
+    params = get_all_params(layers, **tags)
+    position = {id(p): i for i, p in enumerate(params)}
+    stats = []
+    for layer in layers:
+        if isinstance(layer, BatchNormLayer):
+            stat = getattr(layer, layer.stat_storage)
+            if isinstance(stat, SharedVariable) and id(stat) in position:
+                stats.append((position[id(stat)], layer))
+    return params, sorted(stats, key=lambda pair: pair[0])
 
 
 def bn_stat_indices(network, **tags) -> list[tuple[int, BatchNormLayer]]:
@@ -302,14 +347,37 @@ def bn_stat_indices(network, **tags) -> list[tuple[int, BatchNormLayer]]:
     >>> [(i, layer.name) for i, layer in bn_stat_indices(net)]
     [(4, 'fc_bn')]
     """
-    params = get_all_params(network, **tags)
-    position = {id(p): i for i, p in enumerate(params)}
-    result = []
-    for layer in _bn_layers(network):
-        stat = layer._stat2
-        if isinstance(stat, SharedVariable) and id(stat) in position:
-            result.append((position[id(stat)], layer))
-    return sorted(result, key=lambda pair: pair[0])
+    return collect_params(network, **tags)[1]
+
+
+def convert_statistic(
+    value,
+    layer: BatchNormLayer,
+    *,
+    from_storage: str,
+    to_storage: str,
+    epsilon: float | None = None,
+    name: str = "statistic",
+) -> np.ndarray:
+    """Check a statistic of ``layer`` as ``from_storage`` and express it as ``to_storage``.
+
+    Checked on every path (also when nothing is converted): a statistic no
+    layer could hold (:func:`check_statistic`) is refused.  Returns
+    ``value`` itself when the storages agree.
+
+    Raises
+    ------
+    ValueError
+        Values that are not a valid statistic or cannot be converted; the
+        message names ``name``.
+    """
+    check_statistic(value, from_storage, name)
+    if from_storage == to_storage:
+        return value
+    try:
+        return _to_storage(value, to_storage, layer_epsilon(layer, epsilon))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
 
 
 def convert_param_values(
@@ -346,30 +414,24 @@ def convert_param_values(
     """
     _check_storage(from_storage, "from_storage", allow_none=True)
     _check_storage(to_storage, "to_storage", allow_none=True)
+    params, stats = collect_params(network, **tags)
     values = list(values)
-    params = get_all_params(network, **tags)
     if len(values) != len(params):
         raise ValueError(f"got {len(values)} values for a network with {len(params)} parameters")
     result = list(values)
-    for index, layer in bn_stat_indices(network, **tags):
-        src = from_storage or layer.stat_storage
-        dst = to_storage or layer.stat_storage
+    for index, layer in stats:
         array = np.asarray(values[index])
+        name = f"value {index} ({params[index].name})"
         if array.shape != layer.param_shape:
-            raise ValueError(
-                f"value {index} ({params[index].name}) has shape {array.shape}; expected "
-                f"{layer.param_shape}"
-            )
-        # checked on every path, also when nothing is converted
-        check_statistic(array, src, f"value {index} ({params[index].name})")
-        if src == dst:
-            continue
-        eps = layer_epsilon(layer, epsilon)
-        try:
-            if dst == "var":
-                result[index] = inv_std_to_var(array, eps)
-            else:
-                result[index] = var_to_inv_std(array, eps)
-        except ValueError as exc:
-            raise ValueError(f"value {index} ({params[index].name}): {exc}") from exc
+            raise ValueError(f"{name} has shape {array.shape}; expected {layer.param_shape}")
+        converted = convert_statistic(
+            array,
+            layer,
+            from_storage=from_storage or layer.stat_storage,
+            to_storage=to_storage or layer.stat_storage,
+            epsilon=epsilon,
+            name=name,
+        )
+        if converted is not array:
+            result[index] = converted
     return result

@@ -392,6 +392,77 @@ class BatchNormLayer(Layer):
         """The stored statistic besides the mean: ``inv_std`` or ``var``."""
         return self.inv_std if self.stat_storage == "inv_std" else self.var
 
+    def set_stat_storage(self, storage: str, *, epsilon: float | None = None, value=None) -> bool:
+        """Store ``storage`` (``'inv_std'`` or ``'var'``) besides the mean from now on.
+
+        The stored statistic is converted (``var = 1 / inv_std**2 -
+        epsilon``, ``inv_std = 1 / sqrt(var + epsilon)``) into a *new* shared
+        variable that takes the old one's place in ``params`` (same position
+        and tags, so ``get_all_params`` keeps its order), is named like
+        ``add_param`` names it, and becomes the attribute ``inv_std`` or
+        ``var`` (the other attribute goes).  Functions compiled before keep
+        the old variable: compile again.  A layer that already stores
+        ``storage`` is left as it is.
+
+        Parameters
+        ----------
+        storage : 'inv_std' or 'var'
+        epsilon : float, optional
+            Convert with this epsilon instead of the layer's own.
+        value : array, optional
+            The statistic already expressed in ``storage`` (for a caller that
+            converted several layers before changing any): used as it is.
+
+        Returns
+        -------
+        bool
+            Whether the layer changed.
+
+        Raises
+        ------
+        ValueError
+            For an unknown ``storage``, a statistic that is an expression
+            rather than a shared variable, or values that cannot be converted
+            (the layer is then unchanged).
+
+        Examples
+        --------
+        >>> from lasagne_bn.layers import InputLayer
+        >>> bn = BatchNormLayer(InputLayer((None, 2)), name='bn')
+        >>> bn.set_stat_storage('var'), bn.stat_storage, bn.var.name
+        (True, 'var', 'bn.var')
+        >>> bn.var.get_value().round(6).tolist()
+        [0.9999, 0.9999]
+        """
+        if storage not in STAT_STORAGES:
+            raise ValueError(
+                f"storage={storage!r} is not a statistic storage: expected 'inv_std' or 'var'"
+            )
+        if storage == self.stat_storage:
+            return False
+        old = self._stat2
+        if value is None:
+            # the conversions live with the other storage helpers (which import this module)
+            from lasagne_bn.layers.bn_storage import converted_statistic
+
+            value = converted_statistic(self, storage, epsilon)
+        elif not isinstance(old, SharedVariable) or np.shape(value) != np.shape(
+            old.get_value(borrow=True)
+        ):
+            raise ValueError(
+                f"layer {self.name!r}: value of shape {np.shape(value)} cannot replace its "
+                f"{self.stat_storage} ({old}); expected a shared variable's values of its shape"
+            )
+        name = storage if self.name is None else f"{self.name}.{storage}"
+        new = utils.create_param(np.asarray(value), np.shape(value), name)
+        self.params = type(self.params)(
+            (new if param is old else param, tags) for param, tags in self.params.items()
+        )
+        delattr(self, self.stat_storage)
+        setattr(self, storage, new)
+        self.stat_storage = storage
+        return True
+
     def _fits_ops(self, ndim: int) -> bool:
         """Whether the layer is as ``__init__`` built it, so the fused ops apply.
 
