@@ -920,10 +920,14 @@ class Rebuilder:
         if "input_layers" in state or "input_shapes" in state:
             layers = state.get("input_layers") or []
             shapes = state.get("input_shapes") or []
-            fixed["incomings"] = [
+            incomings = [
                 self.convert(layer, what) if layer is not None else tuple(shape)
                 for layer, shape in zip(layers, shapes, strict=False)
             ]
+            if "incomings" in inspect.signature(cls.__init__).parameters:
+                fixed["incomings"] = incomings
+            else:
+                fixed.update(_merged_incomings(state, incomings, what))
         elif "input_layer" in state or "input_shape" in state:
             layer = state.get("input_layer")
             fixed["incoming"] = (
@@ -955,6 +959,27 @@ class Rebuilder:
 
 
 _BUILDING = object()
+
+#: Lasagne's recurrent layers are merge layers whose constructors take one
+#: ``incoming`` and the optional extra inputs by keyword; the pickled state
+#: says where each extra input sits in ``input_layers``.
+_EXTRA_INCOMINGS = {
+    "mask_incoming_index": "mask_input",
+    "hid_init_incoming_index": "hid_init",
+    "cell_init_incoming_index": "cell_init",
+}
+
+
+def _merged_incomings(state: dict, incomings: list, what: str) -> dict:
+    """Constructor arguments of a merge layer that takes ``incoming`` (+ extra inputs)."""
+    if not incomings:
+        raise LegacyNetworkError(f"{what}: the pickled layer has no input layers")
+    kwargs = {"incoming": incomings[0]}
+    for index_name, argument in _EXTRA_INCOMINGS.items():
+        index = state.get(index_name, -1)
+        if isinstance(index, int) and 0 < index < len(incomings):
+            kwargs[argument] = incomings[index]
+    return kwargs
 
 
 class _Unconvertible(Exception):

@@ -178,3 +178,30 @@ def test_an_interrupted_assignment_restores_what_it_set(rnn_expected, monkeypatc
         cio.load_params(net, npz(values))
     for p, b in zip(params[:-1], before, strict=False):
         np.testing.assert_array_equal(p.get_value(), b)
+
+
+def test_a_pickled_recurrent_network_rebuilds(rnn_expected):
+    """Lasagne's recurrent layers are merge layers constructed from one ``incoming``."""
+    import pytensor
+
+    from lasagne_bn.layers import get_all_layers, get_output
+    from lasagne_bn.nonlinearities import softmax
+
+    names, values = rnn_expected
+    rebuilt = cio.read_checkpoint(CKPT / "rnn_p2.pkl.gz")
+    assert rebuilt.names == names
+    for got, want in zip(get_all_param_values(rebuilt.network), values, strict=True):
+        np.testing.assert_array_equal(got, want)
+    layers = {layer.name: layer for layer in get_all_layers(rebuilt.network)}
+    assert isinstance(layers["rnn"], CustomRecurrentLayer)
+    assert layers["tied"].W is layers["rnn"].hidden_to_hidden.W  # still tied
+    reference = rnn_net()
+    reference.nonlinearity = softmax
+    cio.load_params(reference, CKPT / "rnn_p2.pkl.gz")
+    x = np.random.RandomState(3).randn(4, 5, 3).astype("float32")
+    outs = []
+    for net in (rebuilt.network, reference):
+        l_in = next(layer for layer in get_all_layers(net) if layer.name == "seq")
+        out = get_output(net, deterministic=True)
+        outs.append(pytensor.function([l_in.input_var], out)(x))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
