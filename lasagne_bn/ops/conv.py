@@ -212,15 +212,6 @@ class ConvParams:
             raise ValueError(f"num_groups={num_groups!r}: expected a positive int")
         self.num_groups = int(num_groups)
 
-    def as_kwargs(self) -> dict:
-        return dict(
-            border_mode=self.border_mode,
-            subsample=self.subsample,
-            filter_flip=self.filter_flip,
-            filter_dilation=self.filter_dilation,
-            num_groups=self.num_groups,
-        )
-
 
 # --------------------------------------------------------------------------
 # graph-time checks

@@ -104,16 +104,6 @@ def channel_block(axes: Sequence[int], ndim: int) -> tuple[int, int] | None:
     return (kept[0], kept[-1] + 1)
 
 
-def view3_shape(shape: Sequence[int], block: tuple[int, int]) -> tuple[int, int, int]:
-    """The ``(outer, channels, inner)`` sizes of ``shape`` for a channel block."""
-    k0, k1 = block
-    return (
-        int(np.prod(shape[:k0], dtype=np.int64)),
-        int(np.prod(shape[k0:k1], dtype=np.int64)),
-        int(np.prod(shape[k1:], dtype=np.int64)),
-    )
-
-
 def stat_shape(shape: Sequence[int | None], axes: Sequence[int]) -> tuple[int | None, ...]:
     """Shape of a full-layout statistic: 1 on reduced axes, the input's elsewhere."""
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
