@@ -830,10 +830,6 @@ def _as_nd(var, name: str, n: int):
     return var
 
 
-def _as_4d(var, name):
-    return _as_nd(var, name, 2)
-
-
 def _conv_nd(n, input, filters, input_shape, filter_shape, kwargs):
     op = FAMILIES[n][0](**kwargs)
     input = _apply_shape_hint(_as_nd(input, "input", n), input_shape, "input_shape", n + 2)

@@ -17,8 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-AXES_MODES = ("per-activation", "spatial")
-
 
 def normalize_axes(axes: str | Sequence[int] | np.ndarray, ndim: int) -> tuple[int, ...]:
     """Turn Theano's ``axes`` argument into a sorted tuple of reduced axes.
