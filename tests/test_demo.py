@@ -72,6 +72,18 @@ def test_files_written(run):
     assert metrics["train_images"] == 240 and metrics["test_images"] == 60
 
 
+def test_network_is_described_by_the_network_itself(run):
+    """The plan printed before training is describe_network's table, not a hand-written copy."""
+    from lasagne_bn.layers import describe_network
+
+    lines = run[0].stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("network  "))
+    table = describe_network(demo.build_network()).splitlines()
+    printed = [line[9:] for line in lines[start : start + len(table)]]
+    assert printed == table
+    assert lines[start + len(table)].startswith("         training in mode default (Numba)")
+
+
 def test_progress_one_line_per_epoch(run):
     proc, _, metrics = run
     lines = [line for line in proc.stdout.splitlines() if line.startswith("epoch ")]

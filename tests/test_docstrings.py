@@ -27,6 +27,7 @@ MODULES = [
     "lasagne_bn.layers",
     "lasagne_bn.layers.base",
     "lasagne_bn.layers.helper",
+    "lasagne_bn.demo.network",
     "lasagne_bn.layers.input",
     "lasagne_bn.layers.dense",
     "lasagne_bn.layers.special",

@@ -34,6 +34,7 @@ from lasagne_bn import utils
 __all__ = [
     "collect_updates",
     "count_params",
+    "describe_network",
     "get_all_layers",
     "get_all_param_values",
     "get_all_params",
@@ -354,6 +355,66 @@ def count_params(layer, **tags) -> int:
     """
     params = get_all_params(layer, **tags)
     return int(sum(int(np.prod(p.get_value(borrow=True).shape)) for p in params))
+
+
+def describe_network(layer, **tags) -> str:
+    """A table of the network: one line per layer with its output shape and parameter count.
+
+    The layers come in the order of :func:`get_all_layers`.  The type
+    column names the layer's class, with its nonlinearity where it has one
+    that is not the identity.  A parameter shared by several layers is
+    counted once, at the first layer that has it, so the last line's total
+    is :func:`count_params` with the same ``tags`` (``trainable=True``
+    counts only what training changes: batch-norm statistics are left out).
+
+    Parameters
+    ----------
+    layer : Layer or list of Layer
+        The output layer(s) of the network.
+    **tags
+        Filter the counted parameters, as in :func:`get_all_params`.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 4), name='in'), 3, name='fc'))
+    >>> print(describe_network(net))
+    name          type                        output shape  params
+    in            InputLayer                  (None, 4)          0
+    fc            DenseLayer                  (None, 3)         12
+    fc_bn         BatchNormLayer              (None, 3)         12
+    fc_bn_nonlin  NonlinearityLayer(rectify)  (None, 3)          0
+    total                                                       24
+    """
+    seen: set = set()
+    rows = [("name", "type", "output shape", "params")]
+    total = 0
+    for lyr in get_all_layers(layer):
+        count = 0
+        for param in lyr.get_params(**tags):
+            if param not in seen:
+                seen.add(param)
+                count += int(np.prod(param.get_value(borrow=True).shape))
+        total += count
+        rows.append((lyr.name or "", _layer_type(lyr), str(lyr.output_shape), f"{count:,}"))
+    rows.append(("total", "", "", f"{total:,}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    params_width = max(len(row[3]) for row in rows)
+    lines = []
+    for name, kind, shape, params in rows:
+        cells = [name.ljust(widths[0]), kind.ljust(widths[1]), shape.ljust(widths[2])]
+        lines.append(("  ".join(cells) + "  " + params.rjust(params_width)).rstrip())
+    return "\n".join(lines)
+
+
+def _layer_type(layer) -> str:
+    """``DenseLayer(softmax)``: the class, and the nonlinearity unless it is the identity."""
+    kind = type(layer).__name__
+    nonlinearity = getattr(layer, "nonlinearity", None)
+    if nonlinearity is None:
+        return kind
+    name = getattr(nonlinearity, "__name__", type(nonlinearity).__name__)
+    return kind if name in ("linear", "identity") else f"{kind}({name})"
 
 
 def get_all_param_values(layer, **tags) -> list[np.ndarray]:

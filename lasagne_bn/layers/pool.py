@@ -582,7 +582,7 @@ class SpatialPyramidPoolingLayer(Layer):
         ``size // n`` (a pooling Op; symbolic windows when the spatial size
         is unknown: the output has ``n * n`` bins only where the size
         allows, as in Lasagne); ``'kaiming'`` cuts each bin out separately
-        (the paper's definition, any size).
+        (the definition of He et al.'s SPP-net paper, any size).
 
     >>> from lasagne_bn.layers import InputLayer
     >>> SpatialPyramidPoolingLayer(InputLayer((None, 8, 13, 17)), [4, 2, 1]).output_shape

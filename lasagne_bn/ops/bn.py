@@ -227,9 +227,9 @@ def _einsum_subscripts(axes: tuple[int, ...], ndim: int, operands: int) -> str:
 def _per_channel_sum(*arrays: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """Sum over ``axes`` of one array, or of the product of two, as float64 (keepdims).
 
-    ``einsum`` makes it one pass with no full-size temporary, and sums the
-    contiguous inner run with SIMD partial sums: three times faster than
-    ``ndarray.sum`` over the outer and inner axes of NCHW data.
+    ``einsum`` makes it one pass with no full-size temporary (the product
+    of two arrays is never stored), and sums the contiguous inner run with
+    SIMD partial sums.
     """
     first = arrays[0]
     subscripts = _einsum_subscripts(axes, first.ndim, len(arrays))
@@ -240,7 +240,7 @@ def _per_channel_sum(*arrays: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 def _row(stat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A per-channel value laid out over all of ``shape`` but its first axis.
 
-    NumPy pays about 100 ns per inner loop: broadcasting a ``(1, C, 1, 1)``
+    NumPy pays a fixed cost per inner loop: broadcasting a ``(1, C, 1, 1)``
     value against NCHW data runs ``N * C`` loops of ``H * W``, against the
     ``(1, C, H, W)`` row only ``N`` loops of ``C * H * W``.  The row costs
     ``1/N`` of a pass to build, so it is built only when the batch is not

@@ -212,15 +212,6 @@ class ConvParams:
             raise ValueError(f"num_groups={num_groups!r}: expected a positive int")
         self.num_groups = int(num_groups)
 
-    def as_kwargs(self) -> dict:
-        return dict(
-            border_mode=self.border_mode,
-            subsample=self.subsample,
-            filter_flip=self.filter_flip,
-            filter_dilation=self.filter_dilation,
-            num_groups=self.num_groups,
-        )
-
 
 # --------------------------------------------------------------------------
 # graph-time checks
@@ -837,10 +828,6 @@ def _as_nd(var, name: str, n: int):
     var = pt.as_tensor_variable(var)
     _check_ndim(var, name, n + 2, _layout(name, n))
     return var
-
-
-def _as_4d(var, name):
-    return _as_nd(var, name, 2)
 
 
 def _conv_nd(n, input, filters, input_shape, filter_shape, kwargs):

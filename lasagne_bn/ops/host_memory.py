@@ -5,11 +5,10 @@ them a moment later.  With glibc's default settings, arrays of a few MiB and
 up are served by ``mmap`` and given back by ``munmap`` (or trimmed from the
 heap top) on free, so each step faults every output page in again: the
 kernel zeroes it, and on a virtual machine the host may have to back it
-first.  Measured here on a 2-core VM, one (64, 64, 56, 56) float32 training
-step of batch norm took 17-23 ms with 1 600 page faults and 11 ms with none;
-PyTorch's took 47-52 ms and 19 ms.  That is the allocator, not the kernels:
-GPU frameworks avoid it with caching allocators, CPU users with jemalloc or
-tcmalloc.
+first.  Batch norm touches each value only a few times, so for it those
+faults can cost as much as the arithmetic.  That is the allocator, not the
+kernels: GPU frameworks avoid it with caching allocators, CPU users with
+jemalloc or tcmalloc.
 
 :func:`recycle_host_memory` sets glibc's mmap threshold and trim threshold
 (``mallopt``) so freed buffers below the threshold stay in the heap and the

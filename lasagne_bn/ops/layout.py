@@ -17,8 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-AXES_MODES = ("per-activation", "spatial")
-
 
 def normalize_axes(axes: str | Sequence[int] | np.ndarray, ndim: int) -> tuple[int, ...]:
     """Turn Theano's ``axes`` argument into a sorted tuple of reduced axes.
@@ -102,16 +100,6 @@ def channel_block(axes: Sequence[int], ndim: int) -> tuple[int, int] | None:
     if kept[-1] - kept[0] + 1 != len(kept):
         return None
     return (kept[0], kept[-1] + 1)
-
-
-def view3_shape(shape: Sequence[int], block: tuple[int, int]) -> tuple[int, int, int]:
-    """The ``(outer, channels, inner)`` sizes of ``shape`` for a channel block."""
-    k0, k1 = block
-    return (
-        int(np.prod(shape[:k0], dtype=np.int64)),
-        int(np.prod(shape[k0:k1], dtype=np.int64)),
-        int(np.prod(shape[k1:], dtype=np.int64)),
-    )
 
 
 def stat_shape(shape: Sequence[int | None], axes: Sequence[int]) -> tuple[int | None, ...]:
