@@ -200,6 +200,7 @@ def test_verify_grad(mode_name, cost):
     verify_grad(cost, [data], rng=np.random.default_rng(9), mode=mode_for(mode_name))
 
 
+@pytest.mark.slow
 def test_verify_grad_second_order():
     def grad_cost(x):
         return (pytensor.grad(norm_cost(x), x) * WEIGHT[::-1]).sum()
