@@ -53,6 +53,7 @@ MODULES = [
     "compat.theano.ifelse",
     "compat.theano.tensor.nlinalg",
     "compat.theano.tensor.slinalg",
+    "lasagne_bn.ops.moments",
 ]
 
 
