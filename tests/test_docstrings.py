@@ -55,6 +55,7 @@ MODULES = [
     "compat.theano.tensor.nlinalg",
     "compat.theano.tensor.slinalg",
     "compat.theano.tensor.subtensor",
+    "lasagne_bn.ops.moments",
 ]
 
 

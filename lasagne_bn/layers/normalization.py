@@ -49,9 +49,9 @@ from lasagne_bn.ops import (
     batch_normalization,
     batch_normalization_test,
     batch_normalization_train,
-    moments,
 )
 from lasagne_bn.ops.bn import symbolic_m
+from lasagne_bn.ops.moments import Moments, normalize
 
 __all__ = [
     "BatchNormLayer",
@@ -963,11 +963,9 @@ class StandardizationLayer(Layer):
             # Over no axis the mean is the input and the variance 0 (NumPy's rule).
             eps = pt.constant(self.epsilon, dtype=input.dtype)
             return (input - input) / pt.sqrt(eps)
-        mean, var = moments(input, self.axes, keepdims=True)
-        std = pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype))
-        # float16 is normalized in the statistics' float32 (Numba has no
-        # float16 arithmetic)
-        return pt.cast((pt.cast(input, var.dtype) - mean) / std, input.dtype)
+        # The statistics core and normalize step batch norm shares; float16
+        # is normalized in the statistics' float32.
+        return normalize(input, Moments(self.axes)(input), self.epsilon)
 
 
 class GroupNormLayer(Layer):
@@ -981,8 +979,9 @@ class GroupNormLayer(Layer):
     running averages.  ``groups=1`` is a layer norm with per-channel
     parameters; ``groups=-1`` (one channel per group) is instance norm.
 
-    The statistics are :func:`lasagne_bn.ops.moments`, as for
-    :class:`StandardizationLayer` (layer and instance norm).
+    The statistics and the normalize step are :class:`lasagne_bn.ops.Moments`
+    and :func:`lasagne_bn.ops.normalize`, as for :class:`StandardizationLayer`
+    (layer and instance norm) and the batch-norm Op's kernels.
 
     Parameters
     ----------
@@ -1059,17 +1058,25 @@ class GroupNormLayer(Layer):
         grouped = [*sizes[:axis], groups, sizes[axis] // groups, *sizes[axis + 1 :]]
         x = input.reshape(grouped)
         axes = tuple(a for a in range(1, x.ndim) if a != axis)
-        mean, var = moments(x, axes, keepdims=True)
-        inv_std = pt.reciprocal(pt.sqrt(var + pt.constant(self.epsilon, dtype=var.dtype)))
-        # float16 is normalized in the statistics' float32 (as Keras does)
-        out = ((pt.cast(x, var.dtype) - mean) * inv_std).reshape(sizes)
-        pattern = ["x"] * input.ndim
-        pattern[axis] = 0
-        if self.gamma is not None:
-            out = out * self.gamma.dimshuffle(pattern)
-        if self.beta is not None:
-            out = out + self.beta.dimshuffle(pattern)
-        return pt.cast(out, input.dtype)
+        # Per-channel parameters in the grouped layout: (groups, channels / groups).
+        pattern = ["x"] * x.ndim
+        pattern[axis], pattern[axis + 1] = 0, 1
+
+        def grouped_param(param):
+            if param is None:
+                return None
+            return param.reshape((groups, sizes[axis] // groups)).dimshuffle(pattern)
+
+        # The statistics core and normalize step batch norm shares; float16
+        # is normalized in the statistics' float32 (as Keras does).
+        out = normalize(
+            x,
+            Moments(axes)(x),
+            self.epsilon,
+            grouped_param(self.gamma),
+            grouped_param(self.beta),
+        )
+        return out.reshape(sizes)
 
 
 def group_norm(layer, groups: int = 32, **kwargs):

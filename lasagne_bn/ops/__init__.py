@@ -22,6 +22,7 @@ from lasagne_bn.ops import conv_rewrites as _conv_rewrites  # noqa: F401
 from lasagne_bn.ops import host_memory as _host_memory
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
 from lasagne_bn.ops import numba_conv as _numba_conv_registrations  # noqa: F401
+from lasagne_bn.ops import numba_moments as _numba_moments_registrations  # noqa: F401
 from lasagne_bn.ops import numba_pool as _numba_pool_registrations  # noqa: F401
 from lasagne_bn.ops import pool_rewrites as _pool_rewrites  # noqa: F401
 from lasagne_bn.ops import rewrites as _rewrites  # noqa: F401
@@ -38,6 +39,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     BatchNormTrainGrad,
 )
+from lasagne_bn.ops.moments import Moments, normalize
 from lasagne_bn.ops.numba_threads import get_kernel_threads, kernel_threads, set_kernel_threads
 
 _host_memory.apply_default()
@@ -47,11 +49,13 @@ __all__ = [
     "BatchNormInference",
     "BatchNormTrain",
     "BatchNormTrainGrad",
+    "Moments",
     "batch_normalization",
     "batch_normalization_test",
     "batch_normalization_train",
     "get_kernel_threads",
     "kernel_threads",
     "moments",
+    "normalize",
     "set_kernel_threads",
 ]

@@ -14,9 +14,9 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     check_float,
     std_apply_graph,
-    symbolic_m,
 )
 from lasagne_bn.ops.layout import broadcast_pattern, kept_axes, normalize_axes
+from lasagne_bn.ops.moments import Moments
 
 Axes = str | Sequence[int]
 
@@ -223,9 +223,11 @@ def batch_normalization(inputs, gamma, beta, mean, std, mode: str = "low_mem") -
 def moments(x, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
     """Mean and biased variance of ``x`` over ``axes``, computed stably.
 
-    The variance is the two-pass ``mean((x - mean)**2)``, never
-    ``E[x**2] - E[x]**2``; float16 input is reduced in float32 and the
-    results come back in float32.
+    The results of :class:`lasagne_bn.ops.moments.Moments`, the statistics
+    core batch norm shares: sums of ``x`` shifted by each statistic's first
+    sample, accumulated in float64 (float32 or wider under JAX), never
+    ``E[x**2] - E[x]**2`` on raw data.  float16 input gives float32
+    statistics.
 
     Examples
     --------
@@ -238,12 +240,8 @@ def moments(x, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
     x = pt.as_tensor_variable(x)
     check_float(x, "x")
     axes = normalize_axes(axes, x.ndim)
-    if x.type.dtype == "float16":
-        x = pt.cast(x, "float32")
-    # sum / m rather than pt.mean, whose shape indexing mode "C" cannot compile
-    m = symbolic_m(x, axes, x.type.dtype)
-    mean = x.sum(axis=axes, keepdims=True) / m
-    var = pt.sqr(x - mean).sum(axis=axes, keepdims=keepdims) / m
+    mean, var, _, _ = Moments(axes)(x)
     if not keepdims:
-        mean = mean.dimshuffle(kept_axes(axes, x.ndim))
+        kept = kept_axes(axes, x.ndim)
+        mean, var = mean.dimshuffle(kept), var.dimshuffle(kept)
     return mean, var

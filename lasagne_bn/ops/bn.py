@@ -252,6 +252,24 @@ def _row(stat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarra
     return np.ascontiguousarray(np.broadcast_to(stat, (1, *shape[1:])))
 
 
+def shifted_moments(x, axes: tuple[int, ...], m: int):
+    """The statistics pass of the NumPy reference (batch, layer, instance, group norm).
+
+    Returns float64 ``(shift, x - shift, shifted mean, biased var)`` (keepdims):
+    ``shift`` is the first sample per statistic, the mean ``shift + shifted
+    mean``; ``x - shift`` is in the working precision (the caller may reuse it).
+    """
+    work = acc_dtype(x.dtype)
+    first = tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))
+    shift = x[first].astype(np.float64)
+    buf = np.subtract(x, _row(shift, x.shape, work), dtype=work)
+    mean_shifted = _per_channel_sum(buf, axes=axes) / m
+    # Shifted two-moment variance: both terms are of the data's spread, not
+    # of its offset from zero, so nothing large cancels.
+    var = np.maximum(_per_channel_sum(buf, buf, axes=axes) / m - mean_shifted**2, 0.0)
+    return shift, buf, mean_shifted, var
+
+
 def np_train_forward(x, gamma, beta, epsilon, axes):
     """Training forward pass: ``(out, mean, invstd, biased var)``.
 
@@ -264,13 +282,7 @@ def np_train_forward(x, gamma, beta, epsilon, axes):
     _check_m(m, x, axes)
     _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
     work = acc_dtype(x.dtype)
-    first = tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))
-    shift = x[first].astype(np.float64)
-    buf = np.subtract(x, _row(shift, x.shape, work), dtype=work)
-    mean_shifted = _per_channel_sum(buf, axes=axes) / m
-    # Shifted two-moment variance: both terms are of the data's spread, not
-    # of its offset from zero, so nothing large cancels.
-    var = np.maximum(_per_channel_sum(buf, buf, axes=axes) / m - mean_shifted**2, 0.0)
+    shift, buf, mean_shifted, var = shifted_moments(x, axes, m)
     invstd = 1.0 / np.sqrt(var + float(epsilon))
     scale = gamma * invstd
     buf *= _row(scale, x.shape, work)

@@ -65,11 +65,13 @@ def _first_sample(x, axes):
     return x[index]
 
 
-def train_forward(x, gamma, beta, epsilon, axes, axis_name=None):
-    """Returns ``(out, mean, invstd, var)``; statistics in the work dtype.
+def shifted_moments(x, axes, axis_name=None):
+    """The statistics pass of batch, layer, instance and group norm under JAX.
 
-    With ``axis_name``, ``x`` is one shard of a batch mapped over that axis
-    and the statistics are the whole batch's.
+    Returns ``(x - shift, shift, shifted mean, biased var)`` (keepdims) in the
+    work dtype (float32 for float16/float32 input, float64 for float64):
+    ``shift`` is the first sample per statistic and the mean is
+    ``shift + shifted mean``; one multi-output reduction in XLA.
     """
     work = _work_dtype(x.dtype)
     xw = x.astype(work)
@@ -81,6 +83,17 @@ def train_forward(x, gamma, beta, epsilon, axes, axis_name=None):
     mu = _total(jnp.sum(d, axis=axes, keepdims=True), axis_name) / m
     sq = _total(jnp.sum(d * d, axis=axes, keepdims=True), axis_name) / m
     var = jnp.maximum(sq - mu * mu, 0)
+    return d, shift, mu, var
+
+
+def train_forward(x, gamma, beta, epsilon, axes, axis_name=None):
+    """Returns ``(out, mean, invstd, var)``; statistics in the work dtype.
+
+    With ``axis_name``, ``x`` is one shard of a batch mapped over that axis
+    and the statistics are the whole batch's.
+    """
+    work = _work_dtype(x.dtype)
+    d, shift, mu, var = shifted_moments(x, axes, axis_name)
     invstd = 1 / jnp.sqrt(var + jnp.asarray(epsilon, work))
     scale = gamma.astype(work) * invstd
     out = (d - mu) * scale + beta.astype(work)

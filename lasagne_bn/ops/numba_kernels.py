@@ -320,10 +320,14 @@ def _channel_shift(x3):
 
 
 @driver
-def train_forward(x3, gamma, beta, epsilon, out3):
-    """Fill ``out3``; return float64 ``(mean, invstd, var)`` per channel."""
+def channel_moments(x3):
+    """The statistics pass: float64 ``(shift, shifted mean, biased var)`` per channel.
+
+    ``shift`` is each channel's first sample, the mean is ``shift + shifted
+    mean``.  Shared by :func:`train_forward` and the ``Moments`` Op (layer,
+    instance and group norm), so every norm has the same statistics.
+    """
     A, C, B = x3.shape
-    previous = enter_threads(A * C * B, BATCH_NORM)
     shift = _channel_shift(x3)
     if B == 1:
         s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _outer_splits(A, C))
@@ -331,6 +335,15 @@ def train_forward(x3, gamma, beta, epsilon, out3):
         s1, s2 = _moments_inner(x3, shift, _splits(A, C))
     mu = s1 / (A * B)
     var = np.maximum(s2 / (A * B) - mu * mu, 0.0)
+    return shift, mu, var
+
+
+@driver
+def train_forward(x3, gamma, beta, epsilon, out3):
+    """Fill ``out3``; return float64 ``(mean, invstd, var)`` per channel."""
+    A, C, B = x3.shape
+    previous = enter_threads(A * C * B, BATCH_NORM)
+    shift, mu, var = channel_moments(x3)
     invstd = 1.0 / np.sqrt(var + epsilon)
     scale = gamma * invstd
     offset = beta - mu * scale
@@ -485,7 +498,23 @@ def _inference_entry(x_ptr, A, C, B, stats_ptr, epsilon, out_ptr):
     return 0
 
 
+def _moments_entry(x_ptr, A, C, B, stats_ptr):
+    x3 = numba.carray(x_ptr, (A, C, B))
+    # rows out: mean, var, shift, shifted mean
+    stats = numba.carray(stats_ptr, (4, C))
+    previous = enter_threads(A * C * B, BATCH_NORM)
+    shift, mu, var = channel_moments(x3)
+    set_num_threads(previous)
+    for c in range(C):
+        stats[0, c] = shift[c] + mu[c]
+        stats[1, c] = var[c]
+        stats[2, c] = shift[c]
+        stats[3, c] = mu[c]
+    return 0
+
+
 _ENTRIES = {
+    "moments": (_moments_entry, ("x", "n", "n", "n", "f")),
     "train_forward": (_train_forward_entry, ("x", "n", "n", "n", "f", "f", "d", "x", "f")),
     "train_backward": (_train_backward_entry, ("x", "x", "n", "n", "n", "f", "x")),
     "inference": (_inference_entry, ("x", "n", "n", "n", "f", "d", "x")),

@@ -22,6 +22,7 @@ class RegisterJaxKernels(GraphRewriter):
     def apply(self, fgraph):
         importlib.import_module("lasagne_bn.ops.jax")
         importlib.import_module("lasagne_bn.ops.jax_conv")
+        importlib.import_module("lasagne_bn.ops.jax_moments")
         importlib.import_module("lasagne_bn.ops.jax_pool")
 
 

@@ -152,7 +152,8 @@ def test_batch_normalization_unknown_mode():
 def test_moments_is_stable_and_float16_safe():
     data = (1e6 + RNG.standard_normal((64, 3))).astype("float32")
     mean, var = moments(pt.as_tensor(data), axes=(0,))
-    np.testing.assert_allclose(var.eval(), data.astype(np.float64).var(0), rtol=1e-3)
+    # the shifted float64 sums of the Moments Op: float32 rounding, not 1e-3
+    np.testing.assert_allclose(var.eval(), data.astype(np.float64).var(0), rtol=2e-6)
     big = RNG.uniform(-6e4, 6e4, size=(50, 2)).astype("float16")
     mean16, var16 = moments(pt.as_tensor(big), axes=(0,), keepdims=True)
     assert var16.type.dtype == "float32" and var16.type.ndim == 2

@@ -1,0 +1,42 @@
+"""Numba registration of :class:`lasagne_bn.ops.moments.Moments` (the default backend).
+
+The generated wrapper views the input as ``(outer, channels, inner)`` like
+the batch-norm wrappers of :mod:`lasagne_bn.ops.numba` and calls the
+statistics pass of the batch-norm training kernel
+(:func:`lasagne_bn.ops.numba_kernels.channel_moments`) through its
+C-callable entry point.
+"""
+
+from __future__ import annotations
+
+from hashlib import sha256
+from pathlib import Path
+
+from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
+
+from lasagne_bn.ops.moments import Moments
+from lasagne_bn.ops.numba import _compile, _dtype, _key, _stat_shape_expr, _views
+
+_VERSION = sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+@register_funcify_and_cache_key(Moments)
+def numba_funcify_Moments(op, node, **kwargs):
+    axes, ndim = op.axes, node.inputs[0].ndim
+    st = _dtype(node.outputs[0])
+    body = _views(str(op), ndim, axes, ["x"])
+    body += [
+        f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}",
+        "stats = np.empty((4, C))",
+        "if A * B == 0:",
+        "        stats[:] = np.nan",  # an empty reduction: NaN, as perform gives
+        "else:",
+        "        moments_fn(x3.ctypes, A, C, B, stats.ctypes)",
+    ]
+    # The kept axes are stats' C axis in the input's order (the wrapper's
+    # transpose puts them first, in order), so a reshape restores them.
+    outputs = [f"stats[{row}].astype({st}).reshape(st_shape)" for row in range(4)]
+    body.append(f"return {', '.join(outputs)}")
+    key = sha256((_key(op, node) + _VERSION).encode()).hexdigest()
+    dtype = node.inputs[0].type.dtype
+    return _compile("moments", body, ["x"], ("moments",), dtype), key
