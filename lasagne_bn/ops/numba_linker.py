@@ -6,10 +6,10 @@ the number of nodes but the number of values that cross that function's
 boundary: every input and every output (a training step reads and returns
 each parameter, each momentum buffer and each running average).  Numba's
 code for a function's arguments and returned tuple grows quadratically with
-their number (reference counting walks the whole tuple at each element):
-measured here, a jitted function that only passes 100 arrays through took
-11 s and 0.4 GB to compile, 200 arrays 64 s and 1 GB; a ResNet-50 step has
-about 430 of each, and no rewrite of the graph can change that number.
+their number (reference counting walks the whole tuple at each element),
+so a few hundred of them take minutes and gigabytes to compile (figures in
+``benchmarks/results/compile_bench.md``); a ResNet-50 step has about 430 of
+each, and no rewrite of the graph can change that number.
 
 :class:`NumbaNodeLinker` keeps PyTensor's whole-graph compile for ordinary
 graphs and, past :data:`MAX_WHOLE_INTERFACE` values crossing or
