@@ -32,7 +32,6 @@ one of two ways:
 from __future__ import annotations
 
 import copy
-import numbers
 
 import numpy as np
 import pytensor.tensor as pt
@@ -44,7 +43,6 @@ from pytensor.tensor.type import TensorType
 from lasagne_bn import init, nonlinearities, utils
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.layers.helper import active_updates, add_update
-from lasagne_bn.layers.special import param_pattern
 from lasagne_bn.ops import (
     batch_normalization,
     batch_normalization_test,
@@ -52,6 +50,15 @@ from lasagne_bn.ops import (
     moments,
 )
 from lasagne_bn.ops.bn import symbolic_m
+from lasagne_bn.ops.layout import broadcast_pattern
+from lasagne_bn.ops.validation import (
+    EPSILON,
+    LAYER_AXES_MODES,
+    RUNNING_AVERAGE_FACTOR,
+    Range,
+    check_scalar,
+    normalize_axes,
+)
 
 __all__ = [
     "BatchNormLayer",
@@ -73,55 +80,16 @@ _DEFAULT_VAR = init.Constant(1)
 
 
 def _normalize_axes(axes, ndim: int, what: str = "axes") -> tuple[int, ...]:
-    """``axes`` as a sorted tuple of non-negative ints; ``()`` (normalize over
-    nothing, as NumPy reduces over no axis) is allowed, as Lasagne allowed it."""
-    if isinstance(axes, str):
-        if axes != "auto":
-            raise ValueError(
-                f"{what}={axes!r} is not understood: expected 'auto', an int or a tuple of ints"
-            )
-        return (0, *range(2, ndim))
-    if isinstance(axes, utils.int_types):
-        axes = (axes,)
-    try:
-        items = list(axes)
-    except TypeError:
-        raise TypeError(f"{what}={axes!r} must be 'auto', an int or a tuple of ints") from None
-    result = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, utils.int_types):
-            raise TypeError(f"{what}={axes!r} must contain only ints, not {a!r}")
-        if not -ndim <= a < ndim:
-            raise ValueError(
-                f"{what}={tuple(items)!r} is out of range for a {ndim}-dimensional input"
-            )
-        result.append(int(a) % ndim)
-    if len(set(result)) != len(result):
-        raise ValueError(f"{what}={tuple(items)!r} repeats an axis")
-    return tuple(sorted(result))
+    """Lasagne's ``axes``: 'auto', an int or ints (negative ones from the end),
+    sorted; ``()`` (normalize over nothing, as NumPy reduces over no axis) is
+    allowed, as Lasagne allowed it.  The rule is the Ops' (one module)."""
+    return normalize_axes(axes, ndim, what=what, modes=LAYER_AXES_MODES, allow_empty=True)
 
 
-def _check_scalar(value, name: str, low: float, high: float, low_open: bool):
-    if isinstance(value, Variable):
-        if value.ndim != 0:
-            raise ValueError(f"{name} must be a scalar; got a {value.ndim}-d tensor")
-        return value
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError(f"{name}={value!r} must be a real number or a scalar tensor")
-    bad = (value <= low if low_open else value < low) or value > high or not np.isfinite(value)
-    if bad:
-        lo = "(" if low_open else "["
-        raise ValueError(
-            f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]"
-        )
-    return value
-
-
-def _check_bound(value, name: str, low: float):
-    """A clipping bound: a number ``>= low`` (``inf``: no clipping) or a symbolic scalar."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == np.inf:
-        return float(value)
-    return _check_scalar(value, name, low, np.inf, False)
+#: The layers' scalar arguments (``alpha`` is the Ops' running_average_factor).
+ALPHA = RUNNING_AVERAGE_FACTOR.named("alpha")
+R_MAX = Range("r_max", 1.0, np.inf, allow_inf=True)  # inf: no clipping
+D_MAX = Range("d_max", 0.0, np.inf, allow_inf=True)
 
 
 def _aliased_clone(var: Variable, shape: tuple[int, ...], layer_name) -> SharedVariable:
@@ -320,8 +288,8 @@ class BatchNormLayer(Layer):
             raise ValueError("inv_std is only used with stat_storage='inv_std'; pass var instead")
         self.stat_storage = stat_storage
         self.axes = _normalize_axes(axes, len(self.input_shape))
-        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
-        self.alpha = None if alpha is None else _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        self.epsilon = check_scalar(epsilon, EPSILON)
+        self.alpha = None if alpha is None else check_scalar(alpha, ALPHA)
         self._init_renorm(renorm, r_max, d_max)
         self._init_virtual_batches(virtual_batch_size)
         shape = tuple(s for a, s in enumerate(self.input_shape) if a not in self.axes)
@@ -355,8 +323,8 @@ class BatchNormLayer(Layer):
                     raise ValueError(f"{name}={value!r} is only used with renorm=True")
             return
         self.renorm = True
-        self.r_max = _check_bound(3.0 if r_max is None else r_max, "r_max", 1.0)
-        self.d_max = _check_bound(5.0 if d_max is None else d_max, "d_max", 0.0)
+        self.r_max = check_scalar(3.0 if r_max is None else r_max, R_MAX)
+        self.d_max = check_scalar(5.0 if d_max is None else d_max, D_MAX)
 
     def _init_virtual_batches(self, size) -> None:
         if size is None:
@@ -431,7 +399,7 @@ class BatchNormLayer(Layer):
         # Lasagne: (x - mean) * (gamma * inv_std) + beta.  The op computes
         # (x - mean) * (g / std) + b; with g = gamma * inv_std and std = 1
         # that is the same arithmetic, exactly.
-        pattern = param_pattern(self.axes, input.ndim)
+        pattern = broadcast_pattern(self.axes, input.ndim)
         scale = stat2 if self.gamma is None else gamma * stat2
         one = pt.constant(1, dtype=scale.dtype)
         zero = pt.constant(0, dtype=scale.dtype)
@@ -529,9 +497,12 @@ class BatchNormLayer(Layer):
         needs_deps = updates is None and not use_averages
 
         epsilon = self.epsilon
+        if needs_deps and (special or self.stat_storage == "inv_std"):
+            # The dependency goes through beta (one small vector), never
+            # through epsilon: a constant epsilon reaches the Op as a
+            # constant, checked when the graph is built, not on every call.
+            beta = _depends_on(beta, run_mean, run_stat2)
         if special:
-            if needs_deps:
-                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
             _out, batch_mean, batch_stat2 = self._special_train(
                 input, gamma, beta, epsilon, run_mean, run_stat2
             )
@@ -550,8 +521,6 @@ class BatchNormLayer(Layer):
                 running_var=run_stat2,
             )
         else:
-            if needs_deps:
-                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
             _out, batch_mean, batch_inv_std = batch_normalization_train(
                 input, gamma, beta, axes=self.axes, epsilon=epsilon
             )
@@ -654,13 +623,6 @@ class BatchNormLayer(Layer):
             else:
                 batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
         return out, batch_mean, batch_stat2
-
-
-def _float64(value):
-    """``value`` as a float64 scalar tensor (a number or a symbolic scalar)."""
-    if isinstance(value, Variable):
-        return pt.cast(value, "float64")
-    return pt.as_tensor_variable(np.float64(value))
 
 
 def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
@@ -885,7 +847,7 @@ class StandardizationLayer(Layer):
             else:
                 axes = tuple(range(1, ndim))
         self.axes = _normalize_axes(axes, ndim)
-        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        self.epsilon = check_scalar(epsilon, EPSILON)
 
     def get_output_for(self, input, **kwargs):
         if not self.axes:
@@ -976,7 +938,7 @@ class GroupNormLayer(Layer):
                 f"channels on axis {self.axis}"
             )
         self.groups = int(groups)
-        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        self.epsilon = check_scalar(epsilon, EPSILON)
         shape = (channels,)
         _add_shift_and_scale(self, beta, gamma, shape)
 

@@ -28,9 +28,9 @@ from lasagne_bn.ops.bn import (
     BatchNormInference,
     BatchNormTrain,
     BatchNormTrainGrad,
-    _check_scalar,
 )
 from lasagne_bn.ops.layout import reduced_size, stat_shape
+from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range
 
 #: The mapped axis (``shard_map`` / ``pmap``) whose shards make up one batch,
 #: read when a graph is lowered (see :func:`mapped_axis`).
@@ -126,31 +126,23 @@ def _check_m(op, x):
         )
 
 
-#: The range rules of the scalar inputs: (name, low, high, low end open).
-_EPSILON = ("epsilon", 0.0, np.inf, True)
-_FACTOR = ("running_average_factor", 0.0, 1.0, False)
-
-
-def _scalar_check(op, node, index: int, rule: tuple):
-    """The check of scalar input ``index`` against ``rule`` that the other backends make.
+def _scalar_check(node, index: int, rule: Range):
+    """The run-time check of scalar input ``index`` against ``rule``, as in every backend.
 
     A constant is checked now, when the graph is lowered, and costs nothing
-    per call.  A symbolic value is compared in the traced graph and, only
-    when it is out of range, sent to the host (``jax.pure_callback``, a
-    branch of ``lax.cond``) to raise, since JAX cannot raise on a traced
-    value.  The error reaches the caller inside JAX's ``JaxRuntimeError``,
-    whose message contains ours (``"epsilon=-1.0 is out of range: ..."``).
+    per call.  A symbolic value is tested in the traced graph
+    (:meth:`Range.holds`) and, only when it is out of range, sent to the
+    host (``jax.pure_callback``, a branch of ``lax.cond``) where
+    :meth:`Range.check` raises, since JAX cannot raise on a traced value.
+    The error reaches the caller inside JAX's ``JaxRuntimeError``, whose
+    message contains ours (``"epsilon=-1.0 is out of range: ..."``).
 
     Returns a function of the traced value that returns it, to be used in
     its place (so the check stays in the computation), or None.
     """
-    name, low, high, low_open = rule
 
     def check(value):
-        try:
-            _check_scalar(float(value), name, low, high, low_open)
-        except ValueError as exc:
-            raise ValueError(f"{op}: {exc}") from None
+        rule.check(value)  # the message of every other mode, word for word
         return value
 
     variable = node.inputs[index]
@@ -165,12 +157,9 @@ def _scalar_check(op, node, index: int, rule: tuple):
         )
 
     def traced_check(value):
-        # the range of _check_scalar, traced; a callback on every call would
-        # cost about a millisecond on CPU
+        # a callback on every call would cost about a millisecond on CPU
         value = jnp.asarray(value)
-        above = value > low if low_open else value >= low
-        ok = above & (value <= high) & jnp.isfinite(value)
-        return lax.cond(ok, lambda v: v, on_host, value)
+        return lax.cond(rule.holds(value, jnp), lambda v: v, on_host, value)
 
     return traced_check
 
@@ -184,8 +173,10 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
     axis_name = _AXIS_NAME.get()
-    check_epsilon = _scalar_check(op, node, 3, _EPSILON)
-    check_factor = _scalar_check(op, node, 4, _FACTOR) if len(node.inputs) > 4 else None
+    check_epsilon = _scalar_check(node, 3, EPSILON)
+    check_factor = None
+    if len(node.inputs) > 4:
+        check_factor = _scalar_check(node, 4, RUNNING_AVERAGE_FACTOR)
 
     def batch_norm_train(x, gamma, beta, epsilon, *running):
         _check_m(op, x)
@@ -229,7 +220,7 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
 
 @jax_funcify.register(BatchNormInference)
 def jax_funcify_BatchNormInference(op, node, **kwargs):
-    check_epsilon = _scalar_check(op, node, 5, _EPSILON)
+    check_epsilon = _scalar_check(node, 5, EPSILON)
 
     def batch_norm_inference(x, gamma, beta, mean, var, epsilon):
         epsilon = _apply_check(check_epsilon, epsilon)

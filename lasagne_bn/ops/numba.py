@@ -27,7 +27,7 @@ from numba.core.datamodel import default_manager, models
 from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-from lasagne_bn.ops import numba_kernels
+from lasagne_bn.ops import numba_kernels, validation
 from lasagne_bn.ops.bn import (
     BatchNormApply,
     BatchNormInference,
@@ -35,11 +35,13 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
+from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range
 
 # Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
-# a hash of the sources, so an edited kernel can never be served stale.
+# a hash of the sources, so an edited kernel can never be served stale
+# (the validation rules are generated into the wrappers).
 KERNEL_VERSION = sha256(
-    b"".join(Path(f).read_bytes() for f in (numba_kernels.__file__, __file__))
+    b"".join(Path(f).read_bytes() for f in (numba_kernels.__file__, __file__, validation.__file__))
 ).hexdigest()[:16]
 
 
@@ -142,10 +144,21 @@ def _check_lines(op_name: str, names: list[str]) -> list[str]:
     ]
 
 
-def _scalar_check(name: str, var: str, upper: bool) -> list[str]:
-    cond = f"not ({var} > 0.0)" if not upper else f"not (0.0 <= {var} <= 1.0)"
-    want = "> 0" if not upper else "in [0, 1]"
-    return [f"if {cond}:\n        raise ValueError('{name} must be {want}')"]
+def _scalar_check(rule: Range, var: str) -> list[str]:
+    """Lines that refuse a bad scalar ``var``: the rule's own test, and its own error.
+
+    The message names the value, which nopython code cannot format: the rare
+    bad value goes to Python (``objmode``), where ``Range.check`` raises.
+    """
+    return [
+        f"if not {rule.source(var)}:\n"
+        "        with numba.objmode():\n"
+        f"            {_CHECKS[rule.name]}({var})"
+    ]
+
+
+#: The run-time checks the generated wrappers call, by rule name.
+_CHECKS = {rule.name: f"_check_{rule.name}" for rule in (EPSILON, RUNNING_AVERAGE_FACTOR)}
 
 
 def _m_check(op_name: str) -> list[str]:
@@ -172,7 +185,8 @@ def _compile(
     Each name in ``kernels`` becomes a local function ``<name>_fn`` that calls
     the compiled entry point through a pointer fetched once per process.
     """
-    env = {"np": np, "_call_cached_ptr": _call_cached_ptr}
+    env = {"np": np, "numba": numba, "_call_cached_ptr": _call_cached_ptr}
+    env.update({_CHECKS[r.name]: r.check for r in (EPSILON, RUNNING_AVERAGE_FACTOR)})
     prologue = []
     for kernel in kernels:
         env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)
@@ -225,7 +239,7 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
     name = str(op)
     st = _dtype(node.outputs[1])
     args = ["x", "gamma", "beta", "epsilon"] + (["factor", "rmean", "rvar"] if running else [])
-    body = ["eps = epsilon.item()", *_scalar_check("epsilon", "eps", False)]
+    body = ["eps = epsilon.item()", *_scalar_check(EPSILON, "eps")]
     body += _views(name, ndim, axes, ["x"])
     body += _m_check(name)
     body.append(f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}")
@@ -247,7 +261,7 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
         f"invstd_o = invstd.astype({st}).reshape(st_shape)",
     ]
     if running:
-        body += ["f = factor.item()", *_scalar_check("running_average_factor", "f", True)]
+        body += ["f = factor.item()", *_scalar_check(RUNNING_AVERAGE_FACTOR, "f")]
         # On (C,) vectors: n-d broadcasting expressions cost seconds to compile.
         body += [
             "m = A * B",
@@ -300,7 +314,7 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
 def numba_funcify_BatchNormInference(op, node, **kwargs):
     axes, ndim = op.axes, node.inputs[0].ndim
     name = str(op)
-    body = ["eps = epsilon.item()", *_scalar_check("epsilon", "eps", False)]
+    body = ["eps = epsilon.item()", *_scalar_check(EPSILON, "eps")]
     body += _views(name, ndim, axes, ["x"])
     body.append(f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}")
     body += _check_lines(name, ["gamma", "beta", "mean", "var"])
