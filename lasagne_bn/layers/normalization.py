@@ -52,11 +52,13 @@ from lasagne_bn.ops import (
 from lasagne_bn.ops.bn import symbolic_m
 from lasagne_bn.ops.layout import broadcast_pattern
 from lasagne_bn.ops.validation import (
+    ALPHA,
+    D_MAX,
     EPSILON,
     LAYER_AXES_MODES,
-    RUNNING_AVERAGE_FACTOR,
-    Range,
+    R_MAX,
     check_scalar,
+    checked,
     normalize_axes,
 )
 
@@ -84,12 +86,6 @@ def _normalize_axes(axes, ndim: int, what: str = "axes") -> tuple[int, ...]:
     sorted; ``()`` (normalize over nothing, as NumPy reduces over no axis) is
     allowed, as Lasagne allowed it.  The rule is the Ops' (one module)."""
     return normalize_axes(axes, ndim, what=what, modes=LAYER_AXES_MODES, allow_empty=True)
-
-
-#: The layers' scalar arguments (``alpha`` is the Ops' running_average_factor).
-ALPHA = RUNNING_AVERAGE_FACTOR.named("alpha")
-R_MAX = Range("r_max", 1.0, np.inf, allow_inf=True)  # inf: no clipping
-D_MAX = Range("d_max", 0.0, np.inf, allow_inf=True)
 
 
 def _aliased_clone(var: Variable, shape: tuple[int, ...], layer_name) -> SharedVariable:
@@ -166,10 +162,11 @@ class BatchNormLayer(Layer):
     axes : 'auto', int or tuple of int
         Axes to normalize over; ``'auto'`` is all but the second (the batch
         axis for dense layers, plus the spatial axes for convolutions).
-    epsilon : float
-        Added to the variance before the square root; > 0.
+    epsilon : float or scalar tensor
+        Added to the variance before the square root; finite and > 0.
     alpha : float, scalar tensor or None
-        Weight of each batch in the moving averages, in ``[0, 1]``.
+        Weight of each batch in the moving averages, in ``[0, 1]`` (a
+        symbolic value is checked when the function runs, in every mode).
         ``None`` keeps a cumulative average of all batches seen (PyTorch's
         ``momentum=None``): the weight of the ``n``-th batch is ``1 / n``,
         counted by an extra parameter ``num_batches_tracked`` (an int64
@@ -208,8 +205,8 @@ class BatchNormLayer(Layer):
         The clipping bounds (``r_max >= 1``, ``d_max >= 0``, ``inf`` for no
         clipping; defaults 3 and 5, the paper's final values).  A shared
         variable makes a schedule: the paper starts at ``r_max=1, d_max=0``
-        (plain batch norm) and relaxes them.  Only with ``renorm=True``;
-        symbolic values are not range-checked.
+        (plain batch norm) and relaxes them.  Only with ``renorm=True``.
+        A symbolic value is range-checked when the function runs.
     virtual_batch_size : int or None
         Ghost batch normalization: in training, statistics are computed per
         virtual batch of this many examples (``axes`` must contain the batch
@@ -413,7 +410,7 @@ class BatchNormLayer(Layer):
         if self.alpha is None:
             one = pt.constant(1, dtype=dtype)
             return one / (pt.cast(count, dtype) + one)
-        return self.alpha
+        return checked(self.alpha, ALPHA)
 
     def _average_weights(self, dtype: str, count=None):
         """``(1 - alpha, alpha)`` as scalars of ``dtype`` (``count``: see :meth:`_factor`)."""
@@ -421,7 +418,7 @@ class BatchNormLayer(Layer):
             take = self._factor(count, dtype)
             return pt.constant(1, dtype=dtype) - take, take
         if isinstance(self.alpha, Variable):
-            alpha = pt.cast(self.alpha, dtype)
+            alpha = pt.cast(checked(self.alpha, ALPHA), dtype)
             return pt.constant(1, dtype=dtype) - alpha, alpha
         return pt.constant(1 - self.alpha, dtype=dtype), pt.constant(self.alpha, dtype=dtype)
 
@@ -590,8 +587,8 @@ class BatchNormLayer(Layer):
             else:
                 run_inv_std = pt.reciprocal(pt.sqrt(pt.cast(run_stat2, dtype) + eps))
             run_inv_std = run_inv_std.dimshuffle(pattern)
-            r_max = pt.cast(self.r_max, dtype)
-            d_max = pt.cast(self.d_max, dtype)
+            r_max = pt.cast(checked(self.r_max, R_MAX), dtype)
+            d_max = pt.cast(checked(self.d_max, D_MAX), dtype)
             r = pt.clip(run_inv_std / inv_std, pt.reciprocal(r_max), r_max)
             d = pt.clip((mean - pt.cast(run_mean, dtype).dimshuffle(pattern)) * run_inv_std,
                         -d_max, d_max)  # fmt: skip

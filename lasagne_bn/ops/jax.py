@@ -30,7 +30,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
 )
 from lasagne_bn.ops.layout import reduced_size, stat_shape
-from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range
+from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range, RangeCheck
 
 #: The mapped axis (``shard_map`` / ``pmap``) whose shards make up one batch,
 #: read when a graph is lowered (see :func:`mapped_axis`).
@@ -241,3 +241,13 @@ def jax_funcify_BatchNormApply(op, node, **kwargs):
         return ((x - mean) * (gamma / std) + beta).astype(dtype)
 
     return batch_norm_apply
+
+
+@jax_funcify.register(RangeCheck)
+def jax_funcify_RangeCheck(op, node, **kwargs):
+    check = _scalar_check(node, 0, op.rule)
+
+    def range_check(value):
+        return _apply_check(check, value)
+
+    return range_check

@@ -35,7 +35,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
-from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range
+from lasagne_bn.ops.validation import EPSILON, RULES, RUNNING_AVERAGE_FACTOR, Range, RangeCheck
 
 # Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
 # a hash of the sources, so an edited kernel can never be served stale
@@ -158,7 +158,7 @@ def _scalar_check(rule: Range, var: str) -> list[str]:
 
 
 #: The run-time checks the generated wrappers call, by rule name.
-_CHECKS = {rule.name: f"_check_{rule.name}" for rule in (EPSILON, RUNNING_AVERAGE_FACTOR)}
+_CHECKS = {name: f"_check_{name}" for name in RULES}
 
 
 def _m_check(op_name: str) -> list[str]:
@@ -186,7 +186,7 @@ def _compile(
     the compiled entry point through a pointer fetched once per process.
     """
     env = {"np": np, "numba": numba, "_call_cached_ptr": _call_cached_ptr}
-    env.update({_CHECKS[r.name]: r.check for r in (EPSILON, RUNNING_AVERAGE_FACTOR)})
+    env.update({_CHECKS[name]: rule.check for name, rule in RULES.items()})
     prologue = []
     for kernel in kernels:
         env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)
@@ -347,3 +347,9 @@ def numba_funcify_BatchNormApply(op, node, **kwargs):
         body = [f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})"]
     key = _key(op, node)
     return _compile("batch_norm_apply", body, args), key
+
+
+@register_funcify_and_cache_key(RangeCheck)
+def numba_funcify_RangeCheck(op, node, **kwargs):
+    body = ["v = float(x.item())", *_scalar_check(op.rule, "v"), "return x"]
+    return _compile("range_check", body, ["x"]), _key(op, node)

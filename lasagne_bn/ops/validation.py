@@ -42,19 +42,28 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.graph.basic import Variable
+from pytensor.graph.basic import Apply, Variable
+from pytensor.link.c.op import COp
 from pytensor.tensor.basic import get_underlying_scalar_constant_value
 from pytensor.tensor.exceptions import NotScalarConstantError
 
+from lasagne_bn._compat_pytensor import compatible_infer_shape
+
 __all__ = [
+    "ALPHA",
+    "D_MAX",
     "EPSILON",
     "FLOAT_DTYPES",
     "LAYER_AXES_MODES",
     "OP_AXES_MODES",
+    "RULES",
     "RUNNING_AVERAGE_FACTOR",
+    "R_MAX",
     "Range",
+    "RangeCheck",
     "check_float",
     "check_scalar",
+    "checked",
     "constant_value",
     "normalize_axes",
     "scalar_input",
@@ -252,8 +261,18 @@ class Range:
 
 #: Added to the variance before the square root.
 EPSILON = Range("epsilon", 0.0, math.inf, low_open=True)
-#: The weight of a batch in the running averages (the layers' ``alpha``).
+#: The weight of a batch in the running averages.
 RUNNING_AVERAGE_FACTOR = Range("running_average_factor", 0.0, 1.0)
+#: The same weight as :class:`~lasagne_bn.layers.BatchNormLayer` calls it.
+ALPHA = RUNNING_AVERAGE_FACTOR.named("alpha")
+#: Batch renormalization's clipping bounds (``inf``: no clipping).
+R_MAX = Range("r_max", 1.0, math.inf, allow_inf=True)
+D_MAX = Range("d_max", 0.0, math.inf, allow_inf=True)
+
+#: Every rule by name (the C code's errors look their rule up here).
+RULES: dict[str, Range] = {
+    r.name: r for r in (EPSILON, RUNNING_AVERAGE_FACTOR, ALPHA, R_MAX, D_MAX)
+}
 
 
 def constant_value(var: Variable) -> float | None:
@@ -308,3 +327,98 @@ def scalar_input(value, rule: Range) -> Variable:
     """``value`` checked (:func:`check_scalar`) as a float64 scalar graph input of an Op."""
     check_scalar(value, rule)
     return pt.cast(pt.as_tensor_variable(value), "float64")
+
+
+# --------------------------------------------------------------------------
+# the run-time check of a symbolic scalar that no batch-norm Op checks
+
+
+def raise_out_of_range(name: str, value: float) -> None:
+    """Raise rule ``name``'s error for ``value`` (the C code calls this)."""
+    RULES[name].check(value)
+    raise AssertionError(f"{name}={value!r} failed the C range test but passes {RULES[name]}")
+
+
+class RangeCheck(COp):
+    """The identity on a scalar, which refuses a value out of ``rule``'s range when run.
+
+    For symbolic layer arguments that reach no batch-norm Op (``alpha`` of
+    ``stat_storage='inv_std'``, ``r_max``, ``d_max``): the same test and
+    error as the Ops' own checks, in every mode (``perform``, Numba and JAX
+    registrations in :mod:`lasagne_bn.ops.numba` and :mod:`lasagne_bn.ops.jax`,
+    C code here).  Use :func:`checked`, which adds it only when needed.
+    """
+
+    __props__ = ("rule",)
+    view_map = {0: [0]}
+    _f16_ok = True
+
+    def __init__(self, rule: Range):
+        self.rule = rule
+
+    def __str__(self):
+        return f"RangeCheck{{{self.rule.name} in {self.rule.describe()}}}"
+
+    def make_node(self, value):
+        value = pt.as_tensor_variable(value)
+        if value.ndim != 0:
+            raise ValueError(f"{self.rule.name} must be a scalar, got a {value.ndim}-d tensor")
+        return Apply(self, [value], [value.type()])
+
+    def perform(self, node, inputs, output_storage):
+        self.rule.check(inputs[0])
+        output_storage[0][0] = inputs[0]
+
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
+        return [shapes[0]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        return list(cotangents)
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        (x,), (out,) = inputs, outputs
+        dtype = node.inputs[0].type.dtype_specs()[1]
+        fail = sub["fail"]
+        return f"""
+        {{
+            const double v = (double)(({dtype}*)PyArray_DATA({x}))[0];
+            if (!{self.rule.c_source("v")}) {{
+                PyObject* m = PyImport_ImportModule("lasagne_bn.ops.validation");
+                if (m != NULL) {{
+                    PyObject* r = PyObject_CallMethod(
+                        m, "raise_out_of_range", "sd", "{self.rule.name}", v);
+                    Py_XDECREF(r);
+                    Py_DECREF(m);
+                }}
+                {fail}
+            }}
+            Py_XDECREF({out});
+            {out} = {x};
+            Py_INCREF({out});
+        }}
+        """
+
+    def c_headers(self, **kwargs):
+        return ["<math.h>"]
+
+    def c_code_cache_version(self):
+        return (1, self.rule.c_source("v"))
+
+
+def checked(value, rule: Range):
+    """``value``, range-checked now if it is a number or constant, else when the graph runs.
+
+    A symbolic scalar is wrapped in :class:`RangeCheck`; anything else is
+    returned as it is (after :func:`check_scalar`).
+
+    >>> import pytensor
+    >>> f = pytensor.function([a := pt.dscalar("alpha")], checked(a, ALPHA) * 2)
+    >>> f(1.5)
+    Traceback (most recent call last):
+    ValueError: alpha=1.5 is out of range: expected a value in [0.0, 1.0]
+    """
+    check_scalar(value, rule)
+    if isinstance(value, Variable) and constant_value(value) is None:
+        return RangeCheck(rule)(value)
+    return value
