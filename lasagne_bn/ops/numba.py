@@ -35,7 +35,13 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
-from lasagne_bn.ops.validation import EPSILON, RULES, RUNNING_AVERAGE_FACTOR, Range, RangeCheck
+from lasagne_bn.ops.validation import (
+    EPSILON,
+    RULES,
+    RUNNING_AVERAGE_FACTOR,
+    Range,
+    RangeCheck,
+)
 
 # Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
 # a hash of the sources, so an edited kernel can never be served stale
@@ -144,21 +150,25 @@ def _check_lines(op_name: str, names: list[str]) -> list[str]:
     ]
 
 
+#: The rules the generated wrappers check, by index (``_raise_out_of_range``).
+_RULES = tuple(RULES.values())
+
+
+@numba_njit
+def _raise_out_of_range(index, value):
+    # The error is raised in Python, by the rule itself: nopython code cannot
+    # format the value, and an exception with run-time arguments does not
+    # survive PyTensor's on-disk cache.  This function is a module-level one
+    # (not generated source) so that its object-mode block does survive it.
+    with numba.objmode():
+        _RULES[index].check(value)
+
+
 def _scalar_check(rule: Range, var: str) -> list[str]:
-    """Lines that refuse a bad scalar ``var``: the rule's own test, and its own error.
-
-    The message names the value, which nopython code cannot format: the rare
-    bad value goes to Python (``objmode``), where ``Range.check`` raises.
-    """
+    """Lines that refuse a bad scalar ``var``: the rule's own test, then its own error."""
     return [
-        f"if not {rule.source(var)}:\n"
-        "        with numba.objmode():\n"
-        f"            {_CHECKS[rule.name]}({var})"
+        f"if not {rule.source(var)}:\n        _raise_out_of_range({_RULES.index(rule)}, {var})"
     ]
-
-
-#: The run-time checks the generated wrappers call, by rule name.
-_CHECKS = {name: f"_check_{name}" for name in RULES}
 
 
 def _m_check(op_name: str) -> list[str]:
@@ -185,8 +195,11 @@ def _compile(
     Each name in ``kernels`` becomes a local function ``<name>_fn`` that calls
     the compiled entry point through a pointer fetched once per process.
     """
-    env = {"np": np, "numba": numba, "_call_cached_ptr": _call_cached_ptr}
-    env.update({_CHECKS[name]: rule.check for name, rule in RULES.items()})
+    env = {
+        "np": np,
+        "_call_cached_ptr": _call_cached_ptr,
+        "_raise_out_of_range": _raise_out_of_range,
+    }
     prologue = []
     for kernel in kernels:
         env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)

@@ -56,6 +56,7 @@ __all__ = [
     "FLOAT_DTYPES",
     "LAYER_AXES_MODES",
     "OP_AXES_MODES",
+    "OutOfRange",
     "RULES",
     "RUNNING_AVERAGE_FACTOR",
     "R_MAX",
@@ -200,6 +201,22 @@ def _shown(value) -> str:
         return repr(value)
 
 
+class OutOfRange(ValueError):
+    """A scalar argument out of its rule's range (a ``ValueError``).
+
+    Built from the parts of the message, so that compiled code (Numba)
+    can raise it with the value it found:
+    ``OutOfRange("epsilon", -1.0, "(0.0, inf)")``.
+    """
+
+    def __init__(self, name: str, value, allowed: str):
+        self.name, self.value, self.allowed = name, value, allowed
+        super().__init__(f"{name}={_shown(value)} is out of range: expected a value in {allowed}")
+
+    def __reduce__(self):
+        return (type(self), (self.name, self.value, self.allowed))
+
+
 @dataclasses.dataclass(frozen=True)
 class Range:
     """The allowed values of a scalar argument: ``low <= v <= high`` (or ``low < v``).
@@ -226,10 +243,9 @@ class Range:
         hi = "]" if math.isfinite(self.high) or self.allow_inf else ")"
         return f"{lo}{float(self.low)}, {float(self.high)}{hi}"
 
-    def error(self, value) -> ValueError:
-        return ValueError(
-            f"{self.name}={_shown(value)} is out of range: expected a value in {self.describe()}"
-        )
+    def error(self, value) -> OutOfRange:
+        """The error for ``value`` (the same in every mode)."""
+        return OutOfRange(self.name, value, self.describe())
 
     def holds(self, value, xp=np):
         """Whether ``value`` is allowed, with ``xp``'s ops (NumPy, ``jax.numpy``)."""
