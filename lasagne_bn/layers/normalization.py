@@ -10,16 +10,19 @@ Running averages
 ----------------
 In training, :class:`BatchNormLayer` normalizes with the statistics of the
 mini-batch and updates exponential moving averages of them, which
-deterministic (test-time) outputs use.  The averages are kept current in
-one of two ways:
+deterministic (test-time) outputs use.  Every new average, in both
+storages, is :func:`lasagne_bn.ops.bn.running_average_update` (the formula
+the training Op uses for Theano's ``running_mean``/``running_var``).  The
+averages are kept current in one of two ways:
 
-- Lasagne's way (``get_output(net)``): the updates are ``default_update``\\ s
-  of memory-aliased clones of the stored statistics, so any
-  ``pytensor.function`` whose graph contains the training output updates
-  them, with no extra argument.
-- the explicit way (``get_output(net, return_updates=True)``): the updates
-  come back as a dict for ``pytensor.function(updates=...)`` and no
-  ``default_update`` is used (PyTensor 3 deprecates them).
+- the explicit way, for new code (``get_output(net, return_updates=True)``,
+  or several calls inside ``collect_updates()``): the updates come back as
+  a dict for ``pytensor.function(updates=...)`` and no ``default_update``
+  is used (PyTensor 3 deprecates them).
+- Lasagne's way, for legacy code (``get_output(net)``): the updates are
+  ``default_update``\\ s of memory-aliased clones of the stored statistics,
+  so any ``pytensor.function`` whose graph contains the training output
+  updates them, with no extra argument.
 
 >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, get_all_layers
 >>> net = batch_norm(DenseLayer(InputLayer((None, 8)), 4, name='fc'))
@@ -49,7 +52,7 @@ from lasagne_bn.ops import (
     batch_normalization_train,
     moments,
 )
-from lasagne_bn.ops.bn import symbolic_m
+from lasagne_bn.ops.bn import running_average_update, symbolic_m
 from lasagne_bn.ops.layout import broadcast_pattern
 from lasagne_bn.ops.validation import (
     ALPHA,
@@ -504,8 +507,8 @@ class BatchNormLayer(Layer):
                 input, gamma, beta, epsilon, run_mean, run_stat2
             )
             keep, take = self._average_weights(run_mean.dtype, run_count)
-            new_mean = keep * run_mean + take * batch_mean
-            new_stat2 = keep * run_stat2 + take * batch_stat2
+            new_mean = running_average_update(run_mean, batch_mean, take, keep)
+            new_stat2 = running_average_update(run_stat2, batch_stat2, take, keep)
         elif self.stat_storage == "var":
             _out, _, _, new_mean, new_stat2 = batch_normalization_train(
                 input,
@@ -524,8 +527,8 @@ class BatchNormLayer(Layer):
             # Lasagne's formulas, in the statistics' dtype (as Theano with
             # floatX=float32 computed them).
             keep, take = self._average_weights(run_mean.dtype, run_count)
-            new_mean = keep * run_mean + take * batch_mean
-            new_stat2 = keep * run_stat2 + take * batch_inv_std
+            new_mean = running_average_update(run_mean, batch_mean, take, keep)
+            new_stat2 = running_average_update(run_stat2, batch_inv_std, take, keep)
 
         new_count = None if run_count is None else run_count + 1
         if updates is None:
@@ -670,8 +673,8 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
             batch_stat2 = input_var * (m / pt.maximum(m - 1.0, 0.0))
         else:
             batch_stat2 = input_inv_std
-        new_mean = keep * run_mean + take * input_mean
-        new_stat2 = keep * run_stat2 + take * batch_stat2
+        new_mean = running_average_update(run_mean, input_mean, take, keep)
+        new_stat2 = running_average_update(run_stat2, batch_stat2, take, keep)
         if updates is None:
             utils.set_default_update(run_mean, _as_type(new_mean, run_mean))
             utils.set_default_update(run_stat2, _as_type(new_stat2, run_stat2))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+from numba.extending import register_jitable
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Variable
 from pytensor.graph.replace import graph_replace
@@ -176,6 +177,24 @@ def unbiasing(m: int) -> float:
     """``m / (m - 1)``; infinite for ``m == 1``, so the running variance of a
     one-value batch becomes NaN (``0 * inf``), as Theano 1.0's did."""
     return m / (m - 1) if m > 1 else float("inf")
+
+
+@register_jitable
+def running_average_update(average, batch_value, factor, keep=None):
+    """The new running average: ``average * (1 - factor) + batch_value * factor``.
+
+    The one formula behind every running average (the layers' updates of
+    both storages, and the training Op in NumPy, Numba and JAX; the C code
+    writes the same expression).  It works on NumPy and JAX arrays, PyTensor
+    graphs, and in Numba nopython code.  ``keep`` is ``1 - factor`` when the
+    caller has it already (a constant rounded once, as Lasagne did).
+
+    >>> running_average_update(np.array([1.0, 2.0]), np.array([3.0, 0.0]), 0.5)
+    array([2., 1.])
+    """
+    if keep is None:
+        keep = 1.0 - factor
+    return average * keep + batch_value * factor
 
 
 def _check_m(m: int, x: np.ndarray, axes: Sequence[int]) -> None:
@@ -390,8 +409,9 @@ class BatchNormTrain(BatchNormCOp):
             check_running(x, self.axes, factor, rmean, rvar)
             m = reduced_size(x.shape, self.axes)
             f = float(factor)
-            output_storage[3][0] = (rmean * (1 - f) + mean * f).astype(st_dtype)
-            output_storage[4][0] = (rvar * (1 - f) + var * unbiasing(m) * f).astype(st_dtype)
+            new_var = running_average_update(rvar, var * unbiasing(m), f)
+            output_storage[3][0] = running_average_update(rmean, mean, f).astype(st_dtype)
+            output_storage[4][0] = new_var.astype(st_dtype)
 
     def c_code(self, node, name, inputs, outputs, sub):
         return bn_c.train_code(self, node, name, inputs, outputs, sub)
@@ -697,4 +717,5 @@ __all__ = [
     "np_inference",
     "np_train_backward",
     "np_train_forward",
+    "running_average_update",
 ]

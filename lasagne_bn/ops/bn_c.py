@@ -728,7 +728,8 @@ def train_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
         if (lbn_prepare_output(&{new_rm}, {nd}, sdims, {st_num})
             || lbn_prepare_output(&{new_rv}, {nd}, sdims, {st_num})) goto LBN_DONE;
         {{
-            /* m == 1: var * inf * f is NaN (0 * inf), as in perform. */
+            /* bn.running_average_update, written in C.
+               m == 1: var * inf * f is NaN (0 * inf), as in perform. */
             const double unbias = m > 1 ? (double)m / (double)(m - 1) : INFINITY;
             for (npy_intp c = 0; c < C; ++c) {{
                 rm[c] = rm[c] * (1.0 - f) + mean_v[c] * f;

@@ -28,6 +28,7 @@ from lasagne_bn.ops.bn import (
     BatchNormInference,
     BatchNormTrain,
     BatchNormTrainGrad,
+    running_average_update,
 )
 from lasagne_bn.ops.layout import reduced_size, stat_shape
 from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range, RangeCheck
@@ -191,8 +192,9 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
         if running:
             factor, rmean, rvar = running
             m = _total(reduced_size(x.shape, axes), axis_name)
-            new_mean = rmean * (1 - factor) + mean * factor
-            new_var = rvar * (1 - factor) + var * (m / (m - 1) if m > 1 else np.inf) * factor
+            new_mean = running_average_update(rmean, mean, factor)
+            unbiased = var * (m / (m - 1) if m > 1 else np.inf)
+            new_var = running_average_update(rvar, unbiased, factor)
             results += (new_mean.astype(st), new_var.astype(st))
         return results
 

@@ -33,6 +33,7 @@ from lasagne_bn.ops.bn import (
     BatchNormInference,
     BatchNormTrain,
     BatchNormTrainGrad,
+    running_average_update,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
 from lasagne_bn.ops.validation import (
@@ -199,6 +200,7 @@ def _compile(
         "np": np,
         "_call_cached_ptr": _call_cached_ptr,
         "_raise_out_of_range": _raise_out_of_range,
+        "running_average_update": running_average_update,
     }
     prologue = []
     for kernel in kernels:
@@ -280,8 +282,10 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
             "m = A * B",
             # m == 1: an infinite factor and a NaN running variance, as Theano gave.
             "unb = m / (m - 1.0) if m > 1 else np.inf",
-            f"rm = ({_vec('rmean')} * (1.0 - f) + mean * f).astype({st}).reshape(st_shape)",
-            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (unb * f)).astype({st}).reshape(st_shape)",
+            f"rm = running_average_update({_vec('rmean')}, mean, f)"
+            f".astype({st}).reshape(st_shape)",
+            f"rv = running_average_update({_vec('rvar')}, var * unb, f)"
+            f".astype({st}).reshape(st_shape)",
             "return out, mean_o, invstd_o, rm, rv",
         ]
     else:

@@ -204,17 +204,17 @@ def _shown(value) -> str:
 class OutOfRange(ValueError):
     """A scalar argument out of its rule's range (a ``ValueError``).
 
-    Built from the parts of the message, so that compiled code (Numba)
-    can raise it with the value it found:
-    ``OutOfRange("epsilon", -1.0, "(0.0, inf)")``.
+    Built from the parts of the message: ``OutOfRange("epsilon", -1.0,
+    "(0.0, inf)")``.  With one argument it is that message (PyTensor's C
+    linker re-raises an error as its type called on the message).
     """
 
-    def __init__(self, name: str, value, allowed: str):
-        self.name, self.value, self.allowed = name, value, allowed
+    def __init__(self, name: str, *value_and_allowed):
+        if not value_and_allowed:
+            super().__init__(name)
+            return
+        value, allowed = value_and_allowed
         super().__init__(f"{name}={_shown(value)} is out of range: expected a value in {allowed}")
-
-    def __reduce__(self):
-        return (type(self), (self.name, self.value, self.allowed))
 
 
 @dataclasses.dataclass(frozen=True)

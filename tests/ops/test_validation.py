@@ -31,6 +31,7 @@ from lasagne_bn.ops.validation import (
     LAYER_AXES_MODES,
     RULES,
     RUNNING_AVERAGE_FACTOR,
+    OutOfRange,
     RangeCheck,
     checked,
     normalize_axes,
@@ -119,6 +120,9 @@ def test_messages_show_numbers_plainly():
     )
     assert str(EPSILON.error(0)) == "epsilon=0 is out of range: expected a value in (0.0, inf)"
     assert "[1.0, inf]" in str(RULES["r_max"].error(0.5))
+    assert isinstance(EPSILON.error(0.0), ValueError)
+    # PyTensor's C linker re-raises an error as type(error)(message)
+    assert str(OutOfRange(str(EPSILON.error(0.0)))) == str(EPSILON.error(0.0))
 
 
 # --------------------------------------------------------------------------
@@ -168,13 +172,13 @@ def test_bad_epsilon_same_error_everywhere(epsilon):
     errors = {name: _error(call) for name, call in _epsilon_users(epsilon).items()}
     assert len(set(errors.values())) == 1, errors
     if not isinstance(epsilon, str):
-        assert errors["BatchNormLayer"] == (ValueError, str(EPSILON.error(epsilon)))
+        assert errors["BatchNormLayer"] == (OutOfRange, str(EPSILON.error(epsilon)))
         assert _error(lambda: var_to_inv_std(np.ones(2), epsilon)) == errors["BatchNormLayer"]
 
 
 def test_constant_epsilon_tensor_is_checked_when_built():
     errors = {name: _error(call) for name, call in _epsilon_users(pt.constant(-1.0)).items()}
-    assert set(errors.values()) == {(ValueError, str(EPSILON.error(-1.0)))}, errors
+    assert set(errors.values()) == {(OutOfRange, str(EPSILON.error(-1.0)))}, errors
 
 
 @pytest.mark.parametrize("factor", [-0.5, 1.5, np.nan])
@@ -185,8 +189,8 @@ def test_bad_factor_same_error_from_layer_and_op(factor):
             X4, G, G, "spatial", running_average_factor=factor, running_mean=G, running_var=G
         )
     )
-    assert op == (ValueError, str(RUNNING_AVERAGE_FACTOR.error(factor)))
-    assert layer == (ValueError, str(ALPHA.error(factor)))
+    assert op == (OutOfRange, str(RUNNING_AVERAGE_FACTOR.error(factor)))
+    assert layer == (OutOfRange, str(ALPHA.error(factor)))
 
 
 def test_bad_dtype_same_error_from_layer_and_op():
