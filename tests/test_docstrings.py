@@ -12,6 +12,7 @@ MODULES = [
     "lasagne_bn.ops.api",
     "lasagne_bn.ops.host_memory",
     "lasagne_bn.ops.layout",
+    "lasagne_bn.ops.validation",
     "lasagne_bn.ops.bn_c",
     "lasagne_bn.ops.conv",
     "lasagne_bn.layers.conv",

@@ -48,6 +48,7 @@ from pytensor.graph.basic import Variable
 
 from lasagne_bn.layers.helper import get_all_layers, get_all_params
 from lasagne_bn.layers.normalization import STAT_STORAGES, BatchNormLayer
+from lasagne_bn.ops.validation import EPSILON, check_scalar
 
 __all__ = [
     "bn_stat_indices",
@@ -73,11 +74,9 @@ def _check_storage(value, what: str, allow_none: bool = False):
 
 
 def _check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.floating):
-        raise TypeError(f"epsilon={epsilon!r} must be a positive number")
-    if not np.isfinite(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon={epsilon!r} is out of range: expected a finite number > 0")
-    return float(epsilon)
+    if isinstance(epsilon, Variable):
+        raise TypeError(f"epsilon={epsilon!r} must be a number here")
+    return float(check_scalar(epsilon, EPSILON))  # the layers' and Ops' rule
 
 
 def _as_float_array(values, name: str) -> np.ndarray:

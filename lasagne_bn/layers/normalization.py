@@ -10,16 +10,19 @@ Running averages
 ----------------
 In training, :class:`BatchNormLayer` normalizes with the statistics of the
 mini-batch and updates exponential moving averages of them, which
-deterministic (test-time) outputs use.  The averages are kept current in
-one of two ways:
+deterministic (test-time) outputs use.  Every new average, in both
+storages, is :func:`lasagne_bn.ops.bn.running_average_update` (the formula
+the training Op uses for Theano's ``running_mean``/``running_var``).  The
+averages are kept current in one of two ways:
 
-- Lasagne's way (``get_output(net)``): the updates are ``default_update``\\ s
-  of memory-aliased clones of the stored statistics, so any
-  ``pytensor.function`` whose graph contains the training output updates
-  them, with no extra argument.
-- the explicit way (``get_output(net, return_updates=True)``): the updates
-  come back as a dict for ``pytensor.function(updates=...)`` and no
-  ``default_update`` is used (PyTensor 3 deprecates them).
+- the explicit way, for new code (``get_output(net, return_updates=True)``,
+  or several calls inside ``collect_updates()``): the updates come back as
+  a dict for ``pytensor.function(updates=...)`` and no ``default_update``
+  is used (PyTensor 3 deprecates them).
+- Lasagne's way, for legacy code (``get_output(net)``): the updates are
+  ``default_update``\\ s of memory-aliased clones of the stored statistics,
+  so any ``pytensor.function`` whose graph contains the training output
+  updates them, with no extra argument.
 
 >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, get_all_layers
 >>> net = batch_norm(DenseLayer(InputLayer((None, 8)), 4, name='fc'))
@@ -32,7 +35,6 @@ one of two ways:
 from __future__ import annotations
 
 import copy
-import numbers
 
 import numpy as np
 import pytensor.tensor as pt
@@ -44,14 +46,24 @@ from pytensor.tensor.type import TensorType
 from lasagne_bn import init, nonlinearities, utils
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.layers.helper import active_updates, add_update
-from lasagne_bn.layers.special import param_pattern
 from lasagne_bn.ops import (
     batch_normalization,
     batch_normalization_test,
     batch_normalization_train,
 )
-from lasagne_bn.ops.bn import symbolic_m
+from lasagne_bn.ops.bn import running_average_update, symbolic_m
+from lasagne_bn.ops.layout import broadcast_pattern
 from lasagne_bn.ops.moments import Moments, normalize
+from lasagne_bn.ops.validation import (
+    ALPHA,
+    D_MAX,
+    EPSILON,
+    LAYER_AXES_MODES,
+    R_MAX,
+    check_scalar,
+    checked,
+    normalize_axes,
+)
 
 __all__ = [
     "BatchNormLayer",
@@ -73,55 +85,10 @@ _DEFAULT_VAR = init.Constant(1)
 
 
 def _normalize_axes(axes, ndim: int, what: str = "axes") -> tuple[int, ...]:
-    """``axes`` as a sorted tuple of non-negative ints; ``()`` (normalize over
-    nothing, as NumPy reduces over no axis) is allowed, as Lasagne allowed it."""
-    if isinstance(axes, str):
-        if axes != "auto":
-            raise ValueError(
-                f"{what}={axes!r} is not understood: expected 'auto', an int or a tuple of ints"
-            )
-        return (0, *range(2, ndim))
-    if isinstance(axes, utils.int_types):
-        axes = (axes,)
-    try:
-        items = list(axes)
-    except TypeError:
-        raise TypeError(f"{what}={axes!r} must be 'auto', an int or a tuple of ints") from None
-    result = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, utils.int_types):
-            raise TypeError(f"{what}={axes!r} must contain only ints, not {a!r}")
-        if not -ndim <= a < ndim:
-            raise ValueError(
-                f"{what}={tuple(items)!r} is out of range for a {ndim}-dimensional input"
-            )
-        result.append(int(a) % ndim)
-    if len(set(result)) != len(result):
-        raise ValueError(f"{what}={tuple(items)!r} repeats an axis")
-    return tuple(sorted(result))
-
-
-def _check_scalar(value, name: str, low: float, high: float, low_open: bool):
-    if isinstance(value, Variable):
-        if value.ndim != 0:
-            raise ValueError(f"{name} must be a scalar; got a {value.ndim}-d tensor")
-        return value
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError(f"{name}={value!r} must be a real number or a scalar tensor")
-    bad = (value <= low if low_open else value < low) or value > high or not np.isfinite(value)
-    if bad:
-        lo = "(" if low_open else "["
-        raise ValueError(
-            f"{name}={value!r} is out of range: expected a value in {lo}{low}, {high}]"
-        )
-    return value
-
-
-def _check_bound(value, name: str, low: float):
-    """A clipping bound: a number ``>= low`` (``inf``: no clipping) or a symbolic scalar."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == np.inf:
-        return float(value)
-    return _check_scalar(value, name, low, np.inf, False)
+    """Lasagne's ``axes``: 'auto', an int or ints (negative ones from the end),
+    sorted; ``()`` (normalize over nothing, as NumPy reduces over no axis) is
+    allowed, as Lasagne allowed it.  The rule is the Ops' (one module)."""
+    return normalize_axes(axes, ndim, what=what, modes=LAYER_AXES_MODES, allow_empty=True)
 
 
 def _aliased_clone(var: Variable, shape: tuple[int, ...], layer_name) -> SharedVariable:
@@ -198,10 +165,11 @@ class BatchNormLayer(Layer):
     axes : 'auto', int or tuple of int
         Axes to normalize over; ``'auto'`` is all but the second (the batch
         axis for dense layers, plus the spatial axes for convolutions).
-    epsilon : float
-        Added to the variance before the square root; > 0.
+    epsilon : float or scalar tensor
+        Added to the variance before the square root; finite and > 0.
     alpha : float, scalar tensor or None
-        Weight of each batch in the moving averages, in ``[0, 1]``.
+        Weight of each batch in the moving averages, in ``[0, 1]`` (a
+        symbolic value is checked when the function runs, in every mode).
         ``None`` keeps a cumulative average of all batches seen (PyTorch's
         ``momentum=None``): the weight of the ``n``-th batch is ``1 / n``,
         counted by an extra parameter ``num_batches_tracked`` (an int64
@@ -240,8 +208,8 @@ class BatchNormLayer(Layer):
         The clipping bounds (``r_max >= 1``, ``d_max >= 0``, ``inf`` for no
         clipping; defaults 3 and 5, the paper's final values).  A shared
         variable makes a schedule: the paper starts at ``r_max=1, d_max=0``
-        (plain batch norm) and relaxes them.  Only with ``renorm=True``;
-        symbolic values are not range-checked.
+        (plain batch norm) and relaxes them.  Only with ``renorm=True``.
+        A symbolic value is range-checked when the function runs.
     virtual_batch_size : int or None
         Ghost batch normalization: in training, statistics are computed per
         virtual batch of this many examples (``axes`` must contain the batch
@@ -320,8 +288,8 @@ class BatchNormLayer(Layer):
             raise ValueError("inv_std is only used with stat_storage='inv_std'; pass var instead")
         self.stat_storage = stat_storage
         self.axes = _normalize_axes(axes, len(self.input_shape))
-        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
-        self.alpha = None if alpha is None else _check_scalar(alpha, "alpha", 0.0, 1.0, False)
+        self.epsilon = check_scalar(epsilon, EPSILON)
+        self.alpha = None if alpha is None else check_scalar(alpha, ALPHA)
         self._init_renorm(renorm, r_max, d_max)
         self._init_virtual_batches(virtual_batch_size)
         shape = tuple(s for a, s in enumerate(self.input_shape) if a not in self.axes)
@@ -355,8 +323,8 @@ class BatchNormLayer(Layer):
                     raise ValueError(f"{name}={value!r} is only used with renorm=True")
             return
         self.renorm = True
-        self.r_max = _check_bound(3.0 if r_max is None else r_max, "r_max", 1.0)
-        self.d_max = _check_bound(5.0 if d_max is None else d_max, "d_max", 0.0)
+        self.r_max = check_scalar(3.0 if r_max is None else r_max, R_MAX)
+        self.d_max = check_scalar(5.0 if d_max is None else d_max, D_MAX)
 
     def _init_virtual_batches(self, size) -> None:
         if size is None:
@@ -502,7 +470,7 @@ class BatchNormLayer(Layer):
         # Lasagne: (x - mean) * (gamma * inv_std) + beta.  The op computes
         # (x - mean) * (g / std) + b; with g = gamma * inv_std and std = 1
         # that is the same arithmetic, exactly.
-        pattern = param_pattern(self.axes, input.ndim)
+        pattern = broadcast_pattern(self.axes, input.ndim)
         scale = stat2 if self.gamma is None else gamma * stat2
         one = pt.constant(1, dtype=scale.dtype)
         zero = pt.constant(0, dtype=scale.dtype)
@@ -516,7 +484,7 @@ class BatchNormLayer(Layer):
         if self.alpha is None:
             one = pt.constant(1, dtype=dtype)
             return one / (pt.cast(count, dtype) + one)
-        return self.alpha
+        return checked(self.alpha, ALPHA)
 
     def _average_weights(self, dtype: str, count=None):
         """``(1 - alpha, alpha)`` as scalars of ``dtype`` (``count``: see :meth:`_factor`)."""
@@ -524,7 +492,7 @@ class BatchNormLayer(Layer):
             take = self._factor(count, dtype)
             return pt.constant(1, dtype=dtype) - take, take
         if isinstance(self.alpha, Variable):
-            alpha = pt.cast(self.alpha, dtype)
+            alpha = pt.cast(checked(self.alpha, ALPHA), dtype)
             return pt.constant(1, dtype=dtype) - alpha, alpha
         return pt.constant(1 - self.alpha, dtype=dtype), pt.constant(self.alpha, dtype=dtype)
 
@@ -600,15 +568,18 @@ class BatchNormLayer(Layer):
         needs_deps = updates is None and not use_averages
 
         epsilon = self.epsilon
+        if needs_deps and (special or self.stat_storage == "inv_std"):
+            # The dependency goes through beta (one small vector), never
+            # through epsilon: a constant epsilon reaches the Op as a
+            # constant, checked when the graph is built, not on every call.
+            beta = _depends_on(beta, run_mean, run_stat2)
         if special:
-            if needs_deps:
-                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
             _out, batch_mean, batch_stat2 = self._special_train(
                 input, gamma, beta, epsilon, run_mean, run_stat2
             )
             keep, take = self._average_weights(run_mean.dtype, run_count)
-            new_mean = keep * run_mean + take * batch_mean
-            new_stat2 = keep * run_stat2 + take * batch_stat2
+            new_mean = running_average_update(run_mean, batch_mean, take, keep)
+            new_stat2 = running_average_update(run_stat2, batch_stat2, take, keep)
         elif self.stat_storage == "var":
             _out, _, _, new_mean, new_stat2 = batch_normalization_train(
                 input,
@@ -621,16 +592,14 @@ class BatchNormLayer(Layer):
                 running_var=run_stat2,
             )
         else:
-            if needs_deps:
-                epsilon = _depends_on(_float64(epsilon), run_mean, run_stat2)
             _out, batch_mean, batch_inv_std = batch_normalization_train(
                 input, gamma, beta, axes=self.axes, epsilon=epsilon
             )
             # Lasagne's formulas, in the statistics' dtype (as Theano with
             # floatX=float32 computed them).
             keep, take = self._average_weights(run_mean.dtype, run_count)
-            new_mean = keep * run_mean + take * batch_mean
-            new_stat2 = keep * run_stat2 + take * batch_inv_std
+            new_mean = running_average_update(run_mean, batch_mean, take, keep)
+            new_stat2 = running_average_update(run_stat2, batch_inv_std, take, keep)
 
         new_count = None if run_count is None else run_count + 1
         if updates is None:
@@ -692,8 +661,8 @@ class BatchNormLayer(Layer):
             else:
                 run_inv_std = pt.reciprocal(pt.sqrt(pt.cast(run_stat2, dtype) + eps))
             run_inv_std = run_inv_std.dimshuffle(pattern)
-            r_max = pt.cast(self.r_max, dtype)
-            d_max = pt.cast(self.d_max, dtype)
+            r_max = pt.cast(checked(self.r_max, R_MAX), dtype)
+            d_max = pt.cast(checked(self.d_max, D_MAX), dtype)
             r = pt.clip(run_inv_std / inv_std, pt.reciprocal(r_max), r_max)
             d = pt.clip((mean - pt.cast(run_mean, dtype).dimshuffle(pattern)) * run_inv_std,
                         -d_max, d_max)  # fmt: skip
@@ -725,13 +694,6 @@ class BatchNormLayer(Layer):
             else:
                 batch_stat2 = var * pt.cast(m / pt.maximum(m - 1.0, 0.0), dtype)
         return out, batch_mean, batch_stat2
-
-
-def _float64(value):
-    """``value`` as a float64 scalar tensor (a number or a symbolic scalar)."""
-    if isinstance(value, Variable):
-        return pt.cast(value, "float64")
-    return pt.as_tensor_variable(np.float64(value))
 
 
 def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
@@ -782,8 +744,8 @@ def _lasagne_output(self, input, use_averages: bool, update_averages: bool):
             batch_stat2 = input_var * (m / pt.maximum(m - 1.0, 0.0))
         else:
             batch_stat2 = input_inv_std
-        new_mean = keep * run_mean + take * input_mean
-        new_stat2 = keep * run_stat2 + take * batch_stat2
+        new_mean = running_average_update(run_mean, input_mean, take, keep)
+        new_stat2 = running_average_update(run_stat2, batch_stat2, take, keep)
         if updates is None:
             utils.set_default_update(run_mean, _as_type(new_mean, run_mean))
             utils.set_default_update(run_stat2, _as_type(new_stat2, run_stat2))
@@ -956,16 +918,17 @@ class StandardizationLayer(Layer):
             else:
                 axes = tuple(range(1, ndim))
         self.axes = _normalize_axes(axes, ndim)
-        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        self.epsilon = check_scalar(epsilon, EPSILON)
 
     def get_output_for(self, input, **kwargs):
         if not self.axes:
             # Over no axis the mean is the input and the variance 0 (NumPy's rule).
-            eps = pt.constant(self.epsilon, dtype=input.dtype)
+            eps = pt.cast(pt.as_tensor_variable(checked(self.epsilon, EPSILON)), input.dtype)
             return (input - input) / pt.sqrt(eps)
         # The statistics core and normalize step batch norm shares; float16
         # is normalized in the statistics' float32.
-        return normalize(input, Moments(self.axes)(input), self.epsilon)
+        # (no Op checks epsilon here: a symbolic one is checked when run)
+        return normalize(input, Moments(self.axes)(input), checked(self.epsilon, EPSILON))
 
 
 class GroupNormLayer(Layer):
@@ -1046,7 +1009,7 @@ class GroupNormLayer(Layer):
                 f"channels on axis {self.axis}"
             )
         self.groups = int(groups)
-        self.epsilon = _check_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        self.epsilon = check_scalar(epsilon, EPSILON)
         shape = (channels,)
         _add_shift_and_scale(self, beta, gamma, shape)
 
@@ -1072,7 +1035,7 @@ class GroupNormLayer(Layer):
         out = normalize(
             x,
             Moments(axes)(x),
-            self.epsilon,
+            checked(self.epsilon, EPSILON),
             grouped_param(self.gamma),
             grouped_param(self.beta),
         )

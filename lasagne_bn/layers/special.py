@@ -22,6 +22,8 @@ from pytensor.graph.basic import Variable
 from lasagne_bn import init, nonlinearities
 from lasagne_bn.layers.base import Layer, MergeLayer
 from lasagne_bn.layers.noise import _SEED_HIGH, _RandomSource
+from lasagne_bn.ops.layout import broadcast_pattern
+from lasagne_bn.ops.validation import LAYER_AXES_MODES, normalize_axes
 from lasagne_bn.random import get_rng
 from lasagne_bn.utils import as_tuple, floatX, int_types
 
@@ -44,41 +46,10 @@ __all__ = [
 def normalize_shared_axes(shared_axes, ndim: int, what: str = "shared_axes") -> tuple[int, ...]:
     """Resolve ``'auto'`` (all axes but the second), an int or a sequence of axes.
 
-    Negative axes count from the end.  Returns a sorted tuple.
+    Negative axes count from the end; ``()`` shares nothing.  Returns a
+    sorted tuple (the rule of :func:`lasagne_bn.ops.validation.normalize_axes`).
     """
-    if isinstance(shared_axes, str):
-        if shared_axes != "auto":
-            raise ValueError(
-                f"{what}={shared_axes!r} is not understood: expected 'auto', an int or a "
-                "tuple of ints"
-            )
-        return (0, *range(2, ndim))
-    if isinstance(shared_axes, int_types):
-        shared_axes = (shared_axes,)
-    try:
-        axes = list(shared_axes)
-    except TypeError:
-        raise TypeError(
-            f"{what}={shared_axes!r} must be 'auto', an int or a tuple of ints"
-        ) from None
-    result = []
-    for a in axes:
-        if isinstance(a, bool) or not isinstance(a, int_types):
-            raise TypeError(f"{what}={shared_axes!r} must contain only ints, not {a!r}")
-        if not -ndim <= a < ndim:
-            raise ValueError(
-                f"{what}={tuple(axes)!r} is out of range for a {ndim}-dimensional input"
-            )
-        result.append(int(a) % ndim)
-    if len(set(result)) != len(result):
-        raise ValueError(f"{what}={tuple(axes)!r} repeats an axis")
-    return tuple(sorted(result))
-
-
-def param_pattern(axes: tuple[int, ...], ndim: int) -> list:
-    """Dimshuffle pattern that broadcasts a parameter without ``axes`` to ``ndim`` dims."""
-    kept = iter(range(ndim - len(axes)))
-    return ["x" if i in axes else next(kept) for i in range(ndim)]
+    return normalize_axes(shared_axes, ndim, what=what, modes=LAYER_AXES_MODES, allow_empty=True)
 
 
 class NonlinearityLayer(Layer):
@@ -142,7 +113,7 @@ class BiasLayer(Layer):
     def get_output_for(self, input, **kwargs):
         if self.b is None:
             return input
-        return input + self.b.dimshuffle(*param_pattern(self.shared_axes, input.ndim))
+        return input + self.b.dimshuffle(*broadcast_pattern(self.shared_axes, input.ndim))
 
 
 class ScaleLayer(Layer):
@@ -164,7 +135,7 @@ class ScaleLayer(Layer):
         self.scales = self.add_param(scales, shape, "scales", regularizable=False)
 
     def get_output_for(self, input, **kwargs):
-        return input * self.scales.dimshuffle(*param_pattern(self.shared_axes, input.ndim))
+        return input * self.scales.dimshuffle(*broadcast_pattern(self.shared_axes, input.ndim))
 
 
 def standardize(layer, offset, scale, shared_axes="auto"):
@@ -293,7 +264,7 @@ class ParametricRectifierLayer(Layer):
         self.alpha = self.add_param(alpha, shape, name="alpha", regularizable=False)
 
     def get_output_for(self, input, **kwargs):
-        alpha = self.alpha.dimshuffle(*param_pattern(self.shared_axes, input.ndim))
+        alpha = self.alpha.dimshuffle(*broadcast_pattern(self.shared_axes, input.ndim))
         return nonlinearities.LeakyRectify(alpha)(input)
 
 

@@ -12,11 +12,11 @@ from lasagne_bn.ops.bn import (
     BatchNormApply,
     BatchNormInference,
     BatchNormTrain,
-    check_float,
     std_apply_graph,
 )
-from lasagne_bn.ops.layout import broadcast_pattern, kept_axes, normalize_axes
+from lasagne_bn.ops.layout import broadcast_pattern, kept_axes
 from lasagne_bn.ops.moments import Moments
+from lasagne_bn.ops.validation import check_float, normalize_axes
 
 Axes = str | Sequence[int]
 

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+from numba.extending import register_jitable
 from pytensor.gradient import DisconnectedType, disconnected_type
-from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.basic import Apply, Variable
 from pytensor.graph.replace import graph_replace
 from pytensor.link.c.op import COp
 from pytensor.scalar import upcast
@@ -35,21 +36,16 @@ from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
-
-FLOAT_DTYPES = ("float16", "float32", "float64")
-
+from lasagne_bn.ops.validation import (
+    EPSILON,
+    RUNNING_AVERAGE_FACTOR,
+    check_float,
+    scalar_input,
+)
 
 # --------------------------------------------------------------------------
 # dtype and input validation shared by make_node and the public functions
-
-
-def check_float(var: Variable, name: str) -> None:
-    """Raise ``TypeError`` unless ``var`` is a float tensor."""
-    dtype = getattr(var.type, "dtype", None)
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} has dtype {dtype}; expected a float dtype ({', '.join(FLOAT_DTYPES)})"
-        )
+# (the rules themselves are in lasagne_bn.ops.validation)
 
 
 def bn_dtypes(x_dtype: str, *param_dtypes: str) -> tuple[str, str]:
@@ -67,24 +63,6 @@ def bn_dtypes(x_dtype: str, *param_dtypes: str) -> tuple[str, str]:
 def acc_dtype(dtype: str | np.dtype) -> np.dtype:
     """Precision of the temporaries: float64 for float64, else float32."""
     return np.dtype("float64") if np.dtype(dtype) == np.float64 else np.dtype("float32")
-
-
-def as_scalar(value, name: str, low: float, high: float, low_open: bool) -> Variable:
-    """A float64 scalar graph input, range-checked now when it is a constant."""
-    var = pt.as_tensor_variable(value)
-    if var.ndim != 0:
-        raise ValueError(f"{name} must be a scalar, got a {var.ndim}-d tensor")
-    if var.type.dtype not in FLOAT_DTYPES and not var.type.dtype.startswith(("int", "uint")):
-        raise TypeError(f"{name} has dtype {var.type.dtype}; expected a real number")
-    if isinstance(var, Constant):
-        v = float(var.data)
-        bad = (v <= low if low_open else v < low) or v > high or not np.isfinite(v)
-        if bad:
-            lo = "(" if low_open else "["
-            raise ValueError(
-                f"{name}={v!r} is out of range: expected a value in {lo}{low}, {high}]"
-            )
-    return pt.cast(var, "float64")
 
 
 def check_param(
@@ -201,19 +179,30 @@ def unbiasing(m: int) -> float:
     return m / (m - 1) if m > 1 else float("inf")
 
 
+@register_jitable
+def running_average_update(average, batch_value, factor, keep=None):
+    """The new running average: ``average * (1 - factor) + batch_value * factor``.
+
+    The one formula behind every running average (the layers' updates of
+    both storages, and the training Op in NumPy, Numba and JAX; the C code
+    writes the same expression).  It works on NumPy and JAX arrays, PyTensor
+    graphs, and in Numba nopython code.  ``keep`` is ``1 - factor`` when the
+    caller has it already (a constant rounded once, as Lasagne did).
+
+    >>> running_average_update(np.array([1.0, 2.0]), np.array([3.0, 0.0]), 0.5)
+    array([2., 1.])
+    """
+    if keep is None:
+        keep = 1.0 - factor
+    return average * keep + batch_value * factor
+
+
 def _check_m(m: int, x: np.ndarray, axes: Sequence[int]) -> None:
     if m < 1:
         raise ValueError(
             f"inputs of shape {x.shape} with axes={tuple(axes)} gives m={m} values per "
             "statistic; training needs m >= 1"
         )
-
-
-def _check_scalar(value: float, name: str, low: float, high: float, low_open: bool) -> None:
-    bad = (value <= low if low_open else value < low) or value > high or not np.isfinite(value)
-    if bad:
-        lo = "(" if low_open else "["
-        raise ValueError(f"{name}={value} is out of range: expected a value in {lo}{low}, {high}]")
 
 
 @functools.cache
@@ -280,7 +269,7 @@ def np_train_forward(x, gamma, beta, epsilon, axes):
     axes = tuple(axes)
     m = _check_runtime(x, axes, gamma=gamma, beta=beta)
     _check_m(m, x, axes)
-    _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
+    EPSILON.check(epsilon)
     work = acc_dtype(x.dtype)
     shift, buf, mean_shifted, var = shifted_moments(x, axes, m)
     invstd = 1.0 / np.sqrt(var + float(epsilon))
@@ -327,7 +316,7 @@ def np_train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None)
 def np_inference(x, gamma, beta, mean, var, epsilon, axes):
     """Inference: normalize ``x`` with given statistics."""
     _check_runtime(x, axes, gamma=gamma, beta=beta, mean=mean, var=var)
-    _check_scalar(float(epsilon), "epsilon", 0.0, np.inf, True)
+    EPSILON.check(epsilon)
     work = acc_dtype(x.dtype)
     scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + float(epsilon))
     out = np.subtract(x, _row(mean, x.shape, work), dtype=work)
@@ -338,7 +327,7 @@ def np_inference(x, gamma, beta, mean, var, epsilon, axes):
 
 def check_running(x, axes, factor, rmean, rvar) -> None:
     """The runtime checks of the running-average inputs of a training step."""
-    _check_scalar(float(factor), "running_average_factor", 0.0, 1.0, False)
+    RUNNING_AVERAGE_FACTOR.check(factor)
     _check_runtime(x, axes, running_mean=rmean, running_var=rvar)
 
 
@@ -406,12 +395,12 @@ class BatchNormTrain(BatchNormCOp):
         check_static_m(x, self.axes)
         gamma = check_param(gamma, "gamma", x, self.axes, st_dtype)
         beta = check_param(beta, "beta", x, self.axes, st_dtype)
-        epsilon = as_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        epsilon = scalar_input(epsilon, EPSILON)
         inputs = [x, gamma, beta, epsilon]
         st = stat_type(x, self.axes, st_dtype, gamma)
         outputs = [x.type(), st(), st()]
         if running:
-            factor = as_scalar(running[0], "running_average_factor", 0.0, 1.0, False)
+            factor = scalar_input(running[0], RUNNING_AVERAGE_FACTOR)
             rmean = check_param(running[1], "running_mean", x, self.axes, st_dtype)
             rvar = check_param(running[2], "running_var", x, self.axes, st_dtype)
             inputs += [factor, rmean, rvar]
@@ -432,8 +421,9 @@ class BatchNormTrain(BatchNormCOp):
             check_running(x, self.axes, factor, rmean, rvar)
             m = reduced_size(x.shape, self.axes)
             f = float(factor)
-            output_storage[3][0] = (rmean * (1 - f) + mean * f).astype(st_dtype)
-            output_storage[4][0] = (rvar * (1 - f) + var * unbiasing(m) * f).astype(st_dtype)
+            new_var = running_average_update(rvar, var * unbiasing(m), f)
+            output_storage[3][0] = running_average_update(rmean, mean, f).astype(st_dtype)
+            output_storage[4][0] = new_var.astype(st_dtype)
 
     def c_code(self, node, name, inputs, outputs, sub):
         return bn_c.train_code(self, node, name, inputs, outputs, sub)
@@ -655,7 +645,7 @@ class BatchNormInference(BatchNormCOp):
             check_param(p, name, x, self.axes, st_dtype)
             for p, name in zip(params, names, strict=True)
         ]
-        epsilon = as_scalar(epsilon, "epsilon", 0.0, np.inf, True)
+        epsilon = scalar_input(epsilon, EPSILON)
         return Apply(self, [x, *params, epsilon], [x.type()])
 
     def perform(self, node, inputs, output_storage):
@@ -739,4 +729,5 @@ __all__ = [
     "np_inference",
     "np_train_backward",
     "np_train_forward",
+    "running_average_update",
 ]

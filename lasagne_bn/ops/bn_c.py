@@ -44,11 +44,15 @@ from pathlib import Path
 
 import numpy as np
 
+from lasagne_bn.ops import validation
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
 #: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
 #: an edited kernel or glue can never be served stale.
-C_CODE_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+#: The validation rules are generated into the code too.
+C_CODE_VERSION = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(validation.__file__).read_bytes()
+).hexdigest()[:16]
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
@@ -707,12 +711,14 @@ def train_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
     out, mean, invstd = outputs[:3]
     fail = sub["fail"]
     running = len(inputs) > 4
-    check = _shape_checks([gamma, beta], x) + " || m < 1 || !(eps > 0.0) || !isfinite(eps)"
+    check = _shape_checks([gamma, beta], x) + f" || m < 1 || !{validation.EPSILON.c_source('eps')}"
     f_decl = run_read = run_write = ""
     if running:
         factor, rmean, rvar = inputs[4:]
         new_rm, new_rv = outputs[3:]
-        check += " || !(f >= 0.0 && f <= 1.0) || " + _shape_checks([rmean, rvar], x)
+        check += f" || !{validation.RUNNING_AVERAGE_FACTOR.c_source('f')} || " + _shape_checks(
+            [rmean, rvar], x
+        )
         f_decl = f"const double f = lbn_scalar({factor});"
         run_read = (
             f"if (lbn_read_vector({rmean}, rm, C) || lbn_read_vector({rvar}, rv, C)) "
@@ -722,7 +728,8 @@ def train_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
         if (lbn_prepare_output(&{new_rm}, {nd}, sdims, {st_num})
             || lbn_prepare_output(&{new_rv}, {nd}, sdims, {st_num})) goto LBN_DONE;
         {{
-            /* m == 1: var * inf * f is NaN (0 * inf), as in perform. */
+            /* bn.running_average_update, written in C.
+               m == 1: var * inf * f is NaN (0 * inf), as in perform. */
             const double unbias = m > 1 ? (double)m / (double)(m - 1) : INFINITY;
             for (npy_intp c = 0; c < C; ++c) {{
                 rm[c] = rm[c] * (1.0 - f) + mean_v[c] * f;
@@ -924,7 +931,9 @@ def inference_code(op, node, name: str, inputs: list[str], outputs: list[str], s
     x, gamma, beta, mean, var, eps = inputs
     (out,) = outputs
     fail = sub["fail"]
-    check = _shape_checks([gamma, beta, mean, var], x) + " || !(eps > 0.0) || !isfinite(eps)"
+    check = (
+        _shape_checks([gamma, beta, mean, var], x) + f" || !{validation.EPSILON.c_source('eps')}"
+    )
     alloc, target, back = g.elementwise_target(out, tnum)
     code = f"""
 {{

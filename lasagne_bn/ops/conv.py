@@ -50,8 +50,8 @@ from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
+from lasagne_bn.ops.validation import check_float
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
 BORDER_STRINGS = ("valid", "full", "half")
 
 Pads = tuple[tuple[int, int], ...]
@@ -217,14 +217,6 @@ class ConvParams:
 # graph-time checks
 
 
-def _check_float(var: Variable, name: str) -> None:
-    dtype = getattr(var.type, "dtype", None)
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} has dtype {dtype}; expected a float dtype ({', '.join(FLOAT_DTYPES)})"
-        )
-
-
 def _check_ndim(var: Variable, name: str, ndim: int, layout: str) -> None:
     if var.type.ndim != ndim:
         raise TypeError(f"{name} has ndim={var.type.ndim}; expected a {ndim}-d tensor {layout}")
@@ -232,8 +224,8 @@ def _check_ndim(var: Variable, name: str, ndim: int, layout: str) -> None:
 
 def _as_float_pair(a, b, name_a: str, name_b: str):
     a, b = pt.as_tensor_variable(a), pt.as_tensor_variable(b)
-    _check_float(a, name_a)
-    _check_float(b, name_b)
+    check_float(a, name_a)
+    check_float(b, name_b)
     dtype = upcast(a.type.dtype, b.type.dtype)
     return pt.cast(a, dtype), pt.cast(b, dtype)
 

@@ -28,9 +28,10 @@ from lasagne_bn.ops.bn import (
     BatchNormInference,
     BatchNormTrain,
     BatchNormTrainGrad,
-    _check_scalar,
+    running_average_update,
 )
 from lasagne_bn.ops.layout import reduced_size, stat_shape
+from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range, RangeCheck
 
 #: The mapped axis (``shard_map`` / ``pmap``) whose shards make up one batch,
 #: read when a graph is lowered (see :func:`mapped_axis`).
@@ -139,31 +140,23 @@ def _check_m(op, x):
         )
 
 
-#: The range rules of the scalar inputs: (name, low, high, low end open).
-_EPSILON = ("epsilon", 0.0, np.inf, True)
-_FACTOR = ("running_average_factor", 0.0, 1.0, False)
-
-
-def _scalar_check(op, node, index: int, rule: tuple):
-    """The check of scalar input ``index`` against ``rule`` that the other backends make.
+def _scalar_check(node, index: int, rule: Range):
+    """The run-time check of scalar input ``index`` against ``rule``, as in every backend.
 
     A constant is checked now, when the graph is lowered, and costs nothing
-    per call.  A symbolic value is compared in the traced graph and, only
-    when it is out of range, sent to the host (``jax.pure_callback``, a
-    branch of ``lax.cond``) to raise, since JAX cannot raise on a traced
-    value.  The error reaches the caller inside JAX's ``JaxRuntimeError``,
-    whose message contains ours (``"epsilon=-1.0 is out of range: ..."``).
+    per call.  A symbolic value is tested in the traced graph
+    (:meth:`Range.holds`) and, only when it is out of range, sent to the
+    host (``jax.pure_callback``, a branch of ``lax.cond``) where
+    :meth:`Range.check` raises, since JAX cannot raise on a traced value.
+    The error reaches the caller inside JAX's ``JaxRuntimeError``, whose
+    message contains ours (``"epsilon=-1.0 is out of range: ..."``).
 
     Returns a function of the traced value that returns it, to be used in
     its place (so the check stays in the computation), or None.
     """
-    name, low, high, low_open = rule
 
     def check(value):
-        try:
-            _check_scalar(float(value), name, low, high, low_open)
-        except ValueError as exc:
-            raise ValueError(f"{op}: {exc}") from None
+        rule.check(value)  # the message of every other mode, word for word
         return value
 
     variable = node.inputs[index]
@@ -178,12 +171,9 @@ def _scalar_check(op, node, index: int, rule: tuple):
         )
 
     def traced_check(value):
-        # the range of _check_scalar, traced; a callback on every call would
-        # cost about a millisecond on CPU
+        # a callback on every call would cost about a millisecond on CPU
         value = jnp.asarray(value)
-        above = value > low if low_open else value >= low
-        ok = above & (value <= high) & jnp.isfinite(value)
-        return lax.cond(ok, lambda v: v, on_host, value)
+        return lax.cond(rule.holds(value, jnp), lambda v: v, on_host, value)
 
     return traced_check
 
@@ -197,8 +187,10 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
     axes = op.axes
     st = np.dtype(node.outputs[1].type.dtype)
     axis_name = _AXIS_NAME.get()
-    check_epsilon = _scalar_check(op, node, 3, _EPSILON)
-    check_factor = _scalar_check(op, node, 4, _FACTOR) if len(node.inputs) > 4 else None
+    check_epsilon = _scalar_check(node, 3, EPSILON)
+    check_factor = None
+    if len(node.inputs) > 4:
+        check_factor = _scalar_check(node, 4, RUNNING_AVERAGE_FACTOR)
 
     def batch_norm_train(x, gamma, beta, epsilon, *running):
         _check_m(op, x)
@@ -213,8 +205,9 @@ def jax_funcify_BatchNormTrain(op, node, **kwargs):
         if running:
             factor, rmean, rvar = running
             m = _total(reduced_size(x.shape, axes), axis_name)
-            new_mean = rmean * (1 - factor) + mean * factor
-            new_var = rvar * (1 - factor) + var * (m / (m - 1) if m > 1 else np.inf) * factor
+            new_mean = running_average_update(rmean, mean, factor)
+            unbiased = var * (m / (m - 1) if m > 1 else np.inf)
+            new_var = running_average_update(rvar, unbiased, factor)
             results += (new_mean.astype(st), new_var.astype(st))
         return results
 
@@ -242,7 +235,7 @@ def jax_funcify_BatchNormTrainGrad(op, node, **kwargs):
 
 @jax_funcify.register(BatchNormInference)
 def jax_funcify_BatchNormInference(op, node, **kwargs):
-    check_epsilon = _scalar_check(op, node, 5, _EPSILON)
+    check_epsilon = _scalar_check(node, 5, EPSILON)
 
     def batch_norm_inference(x, gamma, beta, mean, var, epsilon):
         epsilon = _apply_check(check_epsilon, epsilon)
@@ -263,3 +256,13 @@ def jax_funcify_BatchNormApply(op, node, **kwargs):
         return ((x - mean) * (gamma / std) + beta).astype(dtype)
 
     return batch_norm_apply
+
+
+@jax_funcify.register(RangeCheck)
+def jax_funcify_RangeCheck(op, node, **kwargs):
+    check = _scalar_check(node, 0, op.rule)
+
+    def range_check(value):
+        return _apply_check(check, value)
+
+    return range_check

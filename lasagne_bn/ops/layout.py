@@ -8,73 +8,15 @@ before and after them into ``outer`` and ``inner``.  NCHW with
 ``axes=(0, 2, 3)`` is ``(N, C, H*W)``; a dense ``(N, F)`` input with
 ``axes=(0,)`` is ``(N, F, 1)``; NHWC with ``axes=(0, 1, 2)`` is
 ``(N*H*W, C, 1)``.  Kept axes that are not adjacent need a transpose first.
+
+The ``axes`` argument itself is checked and normalized by
+:func:`lasagne_bn.ops.validation.normalize_axes`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
-
-
-def normalize_axes(axes: str | Sequence[int] | np.ndarray, ndim: int) -> tuple[int, ...]:
-    """Turn Theano's ``axes`` argument into a sorted tuple of reduced axes.
-
-    Parameters
-    ----------
-    axes : 'per-activation', 'spatial', or a sequence of ints
-        ``'per-activation'`` reduces over the batch axis only, ``'spatial'``
-        over the batch axis and every axis after the second.
-    ndim : int
-        Number of dimensions of the input.
-
-    Raises
-    ------
-    ValueError
-        For an unknown string, an empty, repeated or out-of-range axis list.
-    TypeError
-        For an ``axes`` that is neither a string nor a sequence of ints.
-
-    Examples
-    --------
-    >>> normalize_axes('spatial', 4)
-    (0, 2, 3)
-    >>> normalize_axes([2, 0], 3)
-    (0, 2)
-    """
-    if isinstance(axes, str):
-        if axes == "per-activation":
-            return (0,)
-        if axes == "spatial":
-            if ndim < 2:
-                raise ValueError(
-                    f"axes='spatial' needs inputs with at least 2 dimensions, got ndim={ndim}"
-                )
-            return (0, *range(2, ndim))
-        raise ValueError(
-            f"axes={axes!r} is not a known mode: expected 'per-activation', 'spatial' "
-            "or a tuple of ints"
-        )
-    if not isinstance(axes, Sequence | np.ndarray):
-        raise TypeError(
-            f"axes={axes!r} ({type(axes).__name__}) must be 'per-activation', 'spatial' "
-            "or a tuple of ints"
-        )
-    items = list(np.asarray(axes).ravel()) if isinstance(axes, np.ndarray) else list(axes)
-    if not all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in items):
-        raise TypeError(f"axes={axes!r} must contain only ints")
-    result = tuple(sorted(int(a) for a in items))
-    if not result:
-        raise ValueError("axes=() is empty: batch normalization needs at least one axis")
-    if len(set(result)) != len(result):
-        raise ValueError(f"axes={tuple(axes)!r} repeats an axis: each axis may appear once")
-    if result[0] < 0 or result[-1] >= ndim:
-        raise ValueError(
-            f"axes={tuple(axes)!r} is out of range for inputs with ndim={ndim}: "
-            f"expected axes in [0, {ndim - 1}]"
-        )
-    return result
 
 
 def kept_axes(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
@@ -83,7 +25,14 @@ def kept_axes(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
 
 
 def broadcast_pattern(axes: Sequence[int], ndim: int) -> list[int | str]:
-    """Dimshuffle pattern that turns reduced-layout parameters into full layout."""
+    """Dimshuffle pattern that turns reduced-layout parameters into full layout.
+
+    A parameter without the ``axes`` (Theano's reduced layout, a layer's
+    ``param_shape``) gets broadcastable dimensions there.
+
+    >>> broadcast_pattern((0, 2, 3), 4)
+    ['x', 0, 'x', 'x']
+    """
     kept = iter(range(ndim - len(axes)))
     return ["x" if i in axes else next(kept) for i in range(ndim)]
 

@@ -51,7 +51,6 @@ from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.bn import (
     BatchNormCOp,
     bn_dtypes,
-    check_float,
     is_disconnected,
     shifted_moments,
     stat_type,
@@ -59,6 +58,7 @@ from lasagne_bn.ops.bn import (
 )
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import reduced_size, stat_shape
+from lasagne_bn.ops.validation import check_float, normalize_axes
 
 __all__ = ["Moments", "normalize", "np_moments"]
 
@@ -98,10 +98,13 @@ class Moments(BatchNormCOp):
     __props__ = ("axes",)
 
     def __init__(self, axes: Sequence[int]):
+        # Checked against the input's ndim in make_node, by the one axes rule;
+        # negative axes would need that ndim to mean anything.
         self.axes = tuple(sorted(int(a) for a in axes))
-        if not self.axes or len(set(self.axes)) != len(self.axes) or self.axes[0] < 0:
+        if self.axes and self.axes[0] < 0:
             raise ValueError(
-                f"axes={tuple(axes)!r}: expected distinct non-negative axes, at least one"
+                f"axes={tuple(axes)!r}: Moments takes non-negative axes "
+                "(ops.validation.normalize_axes resolves negative ones for an ndim)"
             )
 
     def __str__(self):
@@ -110,8 +113,8 @@ class Moments(BatchNormCOp):
     def make_node(self, x):
         x = pt.as_tensor_variable(x)
         check_float(x, "x")
-        if self.axes[-1] >= x.ndim:
-            raise ValueError(f"axes={self.axes} is out of range for x of ndim={x.ndim}")
+        if normalize_axes(self.axes, x.ndim) != self.axes:  # raises for bad axes
+            raise ValueError(f"axes={self.axes}: repeated axes")
         st = stat_type(x, self.axes, bn_dtypes(x.type.dtype)[1], x)
         return Apply(self, [x], [st(), st(), st(), st()])
 
@@ -259,7 +262,7 @@ def normalize(
     """
     _, var, shift, shifted_mean = stats
     work = var.type.dtype
-    invstd = pt.reciprocal(pt.sqrt(var + pt.constant(epsilon, dtype=work)))
+    invstd = pt.reciprocal(pt.sqrt(var + pt.cast(pt.as_tensor_variable(epsilon), work)))
     scale = invstd if gamma is None else pt.cast(gamma, work) * invstd
     # The batch-norm kernels' form: the large offset goes in x - shift (exact),
     # the rest is folded into a per-statistic offset.  Written as

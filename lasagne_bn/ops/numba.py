@@ -27,19 +27,28 @@ from numba.core.datamodel import default_manager, models
 from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-from lasagne_bn.ops import numba_kernels
+from lasagne_bn.ops import numba_kernels, validation
 from lasagne_bn.ops.bn import (
     BatchNormApply,
     BatchNormInference,
     BatchNormTrain,
     BatchNormTrainGrad,
+    running_average_update,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
+from lasagne_bn.ops.validation import (
+    EPSILON,
+    RULES,
+    RUNNING_AVERAGE_FACTOR,
+    Range,
+    RangeCheck,
+)
 
 # Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
-# a hash of the sources, so an edited kernel can never be served stale.
+# a hash of the sources, so an edited kernel can never be served stale
+# (the validation rules are generated into the wrappers).
 KERNEL_VERSION = sha256(
-    b"".join(Path(f).read_bytes() for f in (numba_kernels.__file__, __file__))
+    b"".join(Path(f).read_bytes() for f in (numba_kernels.__file__, __file__, validation.__file__))
 ).hexdigest()[:16]
 
 
@@ -142,10 +151,25 @@ def _check_lines(op_name: str, names: list[str]) -> list[str]:
     ]
 
 
-def _scalar_check(name: str, var: str, upper: bool) -> list[str]:
-    cond = f"not ({var} > 0.0)" if not upper else f"not (0.0 <= {var} <= 1.0)"
-    want = "> 0" if not upper else "in [0, 1]"
-    return [f"if {cond}:\n        raise ValueError('{name} must be {want}')"]
+#: The rules the generated wrappers check, by index (``_raise_out_of_range``).
+_RULES = tuple(RULES.values())
+
+
+@numba_njit
+def _raise_out_of_range(index, value):
+    # The error is raised in Python, by the rule itself: nopython code cannot
+    # format the value, and an exception with run-time arguments does not
+    # survive PyTensor's on-disk cache.  This function is a module-level one
+    # (not generated source) so that its object-mode block does survive it.
+    with numba.objmode():
+        _RULES[index].check(value)
+
+
+def _scalar_check(rule: Range, var: str) -> list[str]:
+    """Lines that refuse a bad scalar ``var``: the rule's own test, then its own error."""
+    return [
+        f"if not {rule.source(var)}:\n        _raise_out_of_range({_RULES.index(rule)}, {var})"
+    ]
 
 
 def _m_check(op_name: str) -> list[str]:
@@ -172,7 +196,12 @@ def _compile(
     Each name in ``kernels`` becomes a local function ``<name>_fn`` that calls
     the compiled entry point through a pointer fetched once per process.
     """
-    env = {"np": np, "_call_cached_ptr": _call_cached_ptr}
+    env = {
+        "np": np,
+        "_call_cached_ptr": _call_cached_ptr,
+        "_raise_out_of_range": _raise_out_of_range,
+        "running_average_update": running_average_update,
+    }
     prologue = []
     for kernel in kernels:
         env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)
@@ -225,7 +254,7 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
     name = str(op)
     st = _dtype(node.outputs[1])
     args = ["x", "gamma", "beta", "epsilon"] + (["factor", "rmean", "rvar"] if running else [])
-    body = ["eps = epsilon.item()", *_scalar_check("epsilon", "eps", False)]
+    body = ["eps = epsilon.item()", *_scalar_check(EPSILON, "eps")]
     body += _views(name, ndim, axes, ["x"])
     body += _m_check(name)
     body.append(f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}")
@@ -247,14 +276,16 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
         f"invstd_o = invstd.astype({st}).reshape(st_shape)",
     ]
     if running:
-        body += ["f = factor.item()", *_scalar_check("running_average_factor", "f", True)]
+        body += ["f = factor.item()", *_scalar_check(RUNNING_AVERAGE_FACTOR, "f")]
         # On (C,) vectors: n-d broadcasting expressions cost seconds to compile.
         body += [
             "m = A * B",
             # m == 1: an infinite factor and a NaN running variance, as Theano gave.
             "unb = m / (m - 1.0) if m > 1 else np.inf",
-            f"rm = ({_vec('rmean')} * (1.0 - f) + mean * f).astype({st}).reshape(st_shape)",
-            f"rv = ({_vec('rvar')} * (1.0 - f) + var * (unb * f)).astype({st}).reshape(st_shape)",
+            f"rm = running_average_update({_vec('rmean')}, mean, f)"
+            f".astype({st}).reshape(st_shape)",
+            f"rv = running_average_update({_vec('rvar')}, var * unb, f)"
+            f".astype({st}).reshape(st_shape)",
             "return out, mean_o, invstd_o, rm, rv",
         ]
     else:
@@ -300,7 +331,7 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
 def numba_funcify_BatchNormInference(op, node, **kwargs):
     axes, ndim = op.axes, node.inputs[0].ndim
     name = str(op)
-    body = ["eps = epsilon.item()", *_scalar_check("epsilon", "eps", False)]
+    body = ["eps = epsilon.item()", *_scalar_check(EPSILON, "eps")]
     body += _views(name, ndim, axes, ["x"])
     body.append(f"st_shape = {_stat_shape_expr(ndim, axes, 'x')}")
     body += _check_lines(name, ["gamma", "beta", "mean", "var"])
@@ -333,3 +364,9 @@ def numba_funcify_BatchNormApply(op, node, **kwargs):
         body = [f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})"]
     key = _key(op, node)
     return _compile("batch_norm_apply", body, args), key
+
+
+@register_funcify_and_cache_key(RangeCheck)
+def numba_funcify_RangeCheck(op, node, **kwargs):
+    body = ["v = float(x.item())", *_scalar_check(op.rule, "v"), "return x"]
+    return _compile("range_check", body, ["x"]), _key(op, node)

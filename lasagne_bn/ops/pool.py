@@ -46,7 +46,8 @@ from pytensor.tensor.type import TensorType, integer_dtypes
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
-from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple, static_or
+from lasagne_bn.ops.conv import as_int_tuple, static_or
+from lasagne_bn.ops.validation import check_float
 
 POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
 
@@ -134,11 +135,7 @@ class PoolParams:
 
 
 def _check_input(x: Variable, nd: int, name: str = "input") -> None:
-    dtype = getattr(x.type, "dtype", None)
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} has dtype {dtype}; expected a float dtype ({', '.join(FLOAT_DTYPES)})"
-        )
+    check_float(x, name)
     if x.type.ndim < nd:
         raise TypeError(f"{name} has ndim={x.type.ndim}; pooling needs at least {nd} dimensions")
 

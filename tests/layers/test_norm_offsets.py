@@ -62,3 +62,25 @@ def test_layers_at_large_offsets_float32(mode, offset):
         # float32 rounding of the output's scale (~3), not the 1e-3 of a
         # plain float32 two-pass graph
         np.testing.assert_allclose(got[name], want, rtol=0, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda l_in, eps: StandardizationLayer(l_in, "features", epsilon=eps),
+        lambda l_in, eps: GroupNormLayer(l_in, groups=3, epsilon=eps),
+    ],
+    ids=["layer", "group"],
+)
+def test_symbolic_epsilon_is_used_and_checked_when_run(make):
+    import pytensor.tensor as pt
+
+    from lasagne_bn.ops.validation import OutOfRange
+
+    eps = pt.dscalar("eps")
+    l_in = InputLayer((None, *SHAPE[1:]))
+    fn = pytensor.function([l_in.input_var, eps], get_output(make(l_in, eps)), mode="FAST_COMPILE")
+    x = np.random.default_rng(2).standard_normal(SHAPE).astype(pytensor.config.floatX)
+    assert np.isfinite(fn(x, 0.5)).all()
+    with pytest.raises(OutOfRange, match=r"epsilon=-1\.0 is out of range"):
+        fn(x, -1.0)
