@@ -35,6 +35,7 @@ from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
+from lasagne_bn.ops.rewrites import ensure_registered
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -377,6 +378,7 @@ class BatchNormTrain(BatchNormCOp):
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, epsilon, *running):
+        ensure_registered("bn")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         gamma, beta = pt.as_tensor_variable(gamma), pt.as_tensor_variable(beta)
@@ -561,6 +563,7 @@ class BatchNormTrainGrad(BatchNormCOp):
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, dy, gamma, mean, invstd, *stat_grads):
+        ensure_registered("bn")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         dy = pt.cast(pt.as_tensor_variable(dy), x.type.dtype)
@@ -631,6 +634,7 @@ class BatchNormInference(BatchNormCOp):
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, mean, var, epsilon):
+        ensure_registered("bn")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         params = [pt.as_tensor_variable(p) for p in (gamma, beta, mean, var)]
@@ -677,6 +681,7 @@ class BatchNormApply(BatchNormCOp):
     __props__ = ()
 
     def make_node(self, x, gamma, beta, mean, std):
+        ensure_registered("bn")  # our rewrites, once per process
         inputs = [pt.as_tensor_variable(v) for v in (x, gamma, beta, mean, std)]
         for v, name in zip(inputs, ("inputs", "gamma", "beta", "mean", "std"), strict=True):
             check_float(v, name)

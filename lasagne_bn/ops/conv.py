@@ -50,6 +50,7 @@ from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
+from lasagne_bn.ops.rewrites import ensure_registered
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 BORDER_STRINGS = ("valid", "full", "half")
@@ -598,6 +599,7 @@ class Conv(_ConvOp):
     kind = 0
 
     def make_node(self, img, kern):
+        ensure_registered("conv")  # our rewrites, once per process
         n = self.convdim
         img, kern = _as_float_pair(img, kern, "input", "filters")
         _check_ndim(img, "input", n + 2, _layout("input", n))
@@ -667,6 +669,7 @@ class ConvGradInputs(_ConvOp):
     kind = 1
 
     def make_node(self, kern, topgrad, shape):
+        ensure_registered("conv")  # our rewrites, once per process
         n = self.convdim
         where = f"conv{n}d_grad_wrt_inputs"
         kern, topgrad = _as_float_pair(kern, topgrad, "filters", "output_grad")
@@ -715,6 +718,7 @@ class ConvGradWeights(_ConvOp):
     kind = 2
 
     def make_node(self, img, topgrad, shape):
+        ensure_registered("conv")  # our rewrites, once per process
         n = self.convdim
         where = f"conv{n}d_grad_wrt_weights"
         img, topgrad = _as_float_pair(img, topgrad, "input", "output_grad")

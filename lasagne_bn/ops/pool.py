@@ -47,6 +47,7 @@ from pytensor.tensor.type import TensorType, integer_dtypes
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import FLOAT_DTYPES, as_int_tuple, static_or
+from lasagne_bn.ops.rewrites import ensure_registered
 
 POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
 
@@ -347,6 +348,7 @@ class Pool(_PoolOp):
     """Pooling over the last ``len(ws)`` axes (see the module docstring)."""
 
     def make_node(self, x):
+        ensure_registered("pool")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         _check_input(x, self.nd)
         return Apply(self, [x], [self.out_type(x)()])
@@ -376,6 +378,7 @@ class MaxPoolGrad(_PoolOp):
     _label = "MaxPool{}dGrad"
 
     def make_node(self, x, maxout, gz):
+        ensure_registered("pool")  # our rewrites, once per process
         x, maxout, gz = (pt.as_tensor_variable(v) for v in (x, maxout, gz))
         _check_input(x, self.nd)
         ref = self.out_type(x)
@@ -416,6 +419,7 @@ class MaxPoolGradGrad(_PoolOp):
     _label = "MaxPool{}dGradGrad"
 
     def make_node(self, x, maxout, ggx):
+        ensure_registered("pool")  # our rewrites, once per process
         x, maxout, ggx = (pt.as_tensor_variable(v) for v in (x, maxout, ggx))
         _check_input(x, self.nd)
         maxout = pt.cast(maxout, x.type.dtype)
@@ -451,6 +455,7 @@ class AveragePoolGrad(_PoolOp):
     _label = "AveragePool{}dGrad"
 
     def make_node(self, x, gz):
+        ensure_registered("pool")  # our rewrites, once per process
         x, gz = pt.as_tensor_variable(x), pt.as_tensor_variable(gz)
         _check_input(x, self.nd)
         if self.mode == "max":
@@ -545,6 +550,7 @@ class DynamicPool(Op):
         return out
 
     def make_node(self, *inputs):
+        ensure_registered("pool")  # our rewrites, once per process
         n = _KINDS[self.kind]
         if len(inputs) != n + 3:
             raise TypeError(f"DynamicPool(kind={self.kind!r}) takes {n + 3} inputs")
