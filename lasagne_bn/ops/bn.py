@@ -346,6 +346,15 @@ class BatchNormCOp(COp):
     their ``perform``.
     """
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("bn")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def c_support_code(self, **kwargs):
         return bn_c.support_code()
 

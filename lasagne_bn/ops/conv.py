@@ -549,6 +549,15 @@ class _ConvOp(Op):
     convdim: int = 0  # number of spatial axes
     kind: int = 0  # 0 forward, 1 input gradient, 2 filter gradient
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("conv")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def __init__(
         self,
         border_mode: BorderMode = "valid",

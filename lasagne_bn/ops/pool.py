@@ -308,6 +308,15 @@ class _PoolOp(Op):
     __props__ = ("ws", "stride", "pad", "ignore_border", "mode")
     _label = "Pool{}d"  # the printed name, by the number of pooled axes
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("pool")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def __init__(self, ws, stride=None, pad=None, ignore_border=True, mode="max"):
         p = PoolParams(ws, stride, pad, ignore_border, mode)
         for k, v in p.props().items():
@@ -521,6 +530,15 @@ class DynamicPool(Op):
     """
 
     __props__ = ("kind", "nd", "ignore_border", "mode")
+
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("pool")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
 
     def __init__(self, kind="pool", nd=2, ignore_border=True, mode="max"):
         if kind not in _KINDS:
