@@ -53,6 +53,8 @@ MODULES = [
     "compat.theano.ifelse",
     "compat.theano.tensor.nlinalg",
     "compat.theano.tensor.slinalg",
+    "lasagne_bn.ops.rewrites",
+    "lasagne_bn.ops.numba_float16",
 ]
 
 
