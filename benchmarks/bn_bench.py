@@ -10,9 +10,11 @@ from a given output gradient) and inference, for:
   ``pytensor.grad``) in the same modes (FAST_COMPILE only with --slow; no
   mode ``C``, whose linker aborts on this graph in PyTensor 3.0.7);
 - torch: PyTorch CPU ``torch.nn.functional.batch_norm`` (2 threads); and
-  torch+recycle, the same with the glibc allocator settings that importing
-  ``lasagne_bn.ops`` makes (see ``lasagne_bn/ops/host_memory.py``), to show
-  how much of a difference is the allocator's;
+  torch+recycle, the same with the glibc allocator settings that the
+  ``ours``, ``plain`` and ``floor`` workers make with
+  ``lasagne_bn.ops.recycle_host_memory()`` (see
+  ``lasagne_bn/ops/host_memory.py``), to show how much of a difference is
+  the allocator's;
 - flax: a hand-written ``jnp`` version in the style of Flax's BatchNorm
   (``jax.jit``, ``jax.vjp`` for the backward), and flax+recycle, the same
   with the recycling allocator (XLA's CPU buffers come from glibc too);
@@ -309,7 +311,7 @@ def block(result):
 
 
 def worker_env(name: str) -> dict:
-    """``+recycle`` rows (and the floor) get the glibc settings ``lasagne_bn.ops`` applies."""
+    """``+recycle`` rows get the glibc settings ``recycle_host_memory()`` makes."""
     env = dict(os.environ)
     if name.endswith("+recycle") or name.startswith("floor/"):
         env["MALLOC_MMAP_THRESHOLD_"] = str(256 * 2**20)
@@ -352,6 +354,12 @@ class Worker:
 
 
 def worker_loop(name: str, shape_key: str) -> None:
+    if not name.startswith(("torch", "flax")):
+        # The PyTensor workers time with freed buffers recycled: importing
+        # lasagne_bn.ops did it until issue 16, the published tables have it.
+        from lasagne_bn.ops import recycle_host_memory
+
+        recycle_host_memory()
     t = time.perf_counter()
     case = Case(*SHAPES[shape_key])
     steps = dict(zip(("train", "infer"), build(name, case), strict=True))
@@ -524,8 +532,9 @@ def run_shapes(args, impls, reps) -> None:
         if args.memory:
             # With freed buffers recycled, a step's outputs reuse the last
             # step's memory and the RSS does not move: measure what a step
-            # allocates with glibc's default behaviour instead.
-            env = {**os.environ, "LASAGNE_BN_RECYCLE_MEMORY": "0"}
+            # allocates with glibc's default behaviour instead (the memory
+            # child never calls recycle_host_memory()).
+            env = dict(os.environ)
             for name in impls:
                 if name.endswith("+recycle"):
                     continue

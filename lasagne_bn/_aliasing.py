@@ -26,7 +26,10 @@ pass met first in the loss comes first).  The rewrite chains them the same
 way: each later update reads the value the earlier ones produced, and every
 clone's update slot receives the last value, so all modes agree.
 
-Importing this module registers the rewrite (``lasagne_bn.layers`` does).
+Importing this module registers nothing: :func:`register` does, called the
+first time a ``default_update`` is set through
+:func:`lasagne_bn.utils.set_default_update` or a layer graph is built
+(:func:`lasagne_bn.ops.rewrites.ensure_registered` with ``"aliasing"``).
 """
 
 from __future__ import annotations
@@ -115,13 +118,15 @@ def _chain_updates(fgraph, updated, mapping):
             )
 
 
-optdb.register(
-    "lasagne_bn_merge_aliased_shared",
-    MergeAliasedSharedInputs(),
-    "fast_run",
-    "fast_compile",
-    "minimum_compile",
-    "jax",
-    "numba",
-    position=0.01,
-)
+def register() -> None:
+    """Add the rewrite to ``optdb`` (see :mod:`lasagne_bn.ops.rewrites`)."""
+    optdb.register(
+        "lasagne_bn_merge_aliased_shared",
+        MergeAliasedSharedInputs(),
+        "fast_run",
+        "fast_compile",
+        "minimum_compile",
+        "jax",
+        "numba",
+        position=0.01,
+    )

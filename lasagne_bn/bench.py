@@ -17,7 +17,12 @@ import statistics
 import sys
 import time
 
-from lasagne_bn.cli import UserError, int_argument
+from lasagne_bn.cli import (
+    UserError,
+    add_recycle_memory_argument,
+    apply_recycle_memory,
+    int_argument,
+)
 
 DEFAULT_SHAPES = ["32,64,28,28", "256,1024"]
 EPSILON = 1e-4
@@ -83,6 +88,7 @@ def register(subparsers) -> None:
         default="default",
         help="PyTensor mode for both implementations (default: Numba)",
     )
+    add_recycle_memory_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -135,6 +141,7 @@ def _median_ms(fn, reps: int) -> float:
 
 def run(args) -> int:
     """The ``bench`` handler."""
+    apply_recycle_memory(args)
 
     if args.mode == "jax":
         try:

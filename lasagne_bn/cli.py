@@ -53,6 +53,30 @@ def int_argument(minimum: int, maximum: int | None = None) -> Callable[[str], in
     return parse
 
 
+def add_recycle_memory_argument(parser: argparse.ArgumentParser) -> None:
+    """``--recycle-memory`` / ``--no-recycle-memory`` (on by default) for a command."""
+    parser.add_argument(
+        "--recycle-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "keep large freed buffers in the process for the next step (glibc's mmap and "
+            "trim thresholds, lasagne_bn.ops.recycle_host_memory); default: on, unless "
+            "MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES set "
+            "glibc's allocator"
+        ),
+    )
+
+
+def apply_recycle_memory(args: argparse.Namespace) -> bool:
+    """What ``--recycle-memory`` asks for (an application's choice); whether it was made."""
+    if not getattr(args, "recycle_memory", False):
+        return False
+    from lasagne_bn.ops.host_memory import recycle_unless_configured
+
+    return recycle_unless_configured()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own errors: one line, status 2
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -231,6 +231,11 @@ def set_default_update(var: SharedVariable, update: Variable) -> None:
             "default update"
         )
     update = match_type(update, var.type, what=f"the default update of {var}")
+    from lasagne_bn.ops.rewrites import ensure_registered
+
+    # Lasagne's running averages update a memory-aliased clone: the rewrite
+    # that keeps such graphs right is registered from the first one on.
+    ensure_registered("aliasing")
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=_DEFAULT_UPDATE_DEPRECATION, category=DeprecationWarning

@@ -57,6 +57,8 @@ MODULES = [
     "compat.theano.tensor.slinalg",
     "compat.theano.tensor.subtensor",
     "lasagne_bn.ops.moments",
+    "lasagne_bn.ops.rewrites",
+    "lasagne_bn.ops.numba_float16",
 ]
 
 

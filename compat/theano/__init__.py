@@ -135,7 +135,12 @@ def function(*args, **kwargs):
     if notice is not None:
         notice()
     from lasagne_bn.ops import numba_linker
+    from lasagne_bn.ops.rewrites import register_rewrites
 
+    # Legacy graphs may hold none of our Ops (``T.arange(y.shape[0])`` under
+    # JAX, Lasagne's aliased running averages built by hand): compiling
+    # through theano.function registers all of our rewrites.
+    register_rewrites()
     mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
     if mode is None and numba_linker.is_default_numba_mode(None):
         kwargs["mode"] = numba_linker.big_graph_mode()

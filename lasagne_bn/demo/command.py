@@ -13,7 +13,12 @@ from pathlib import Path
 
 from lasagne_bn._files import RunFolder
 from lasagne_bn._signals import DeferredInterrupt
-from lasagne_bn.cli import UserError, int_argument
+from lasagne_bn.cli import (
+    UserError,
+    add_recycle_memory_argument,
+    apply_recycle_memory,
+    int_argument,
+)
 from lasagne_bn.demo.console import Console
 from lasagne_bn.demo.data import Data, load_data
 from lasagne_bn.demo.modes import compare_modes, have_jax
@@ -135,6 +140,7 @@ def register(subparsers) -> None:
         action="store_true",
         help="no progress and no per-epoch lines: only the results",
     )
+    add_recycle_memory_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -211,6 +217,7 @@ def _passive_openmp_waits() -> None:
 def run(args) -> int:
     """The ``demo`` handler: returns the exit status."""
     _passive_openmp_waits()
+    apply_recycle_memory(args)
     if args.limit is not None and args.limit < MIN_LIMIT:  # pragma: no cover - argparse
         raise UserError(f"--limit must be at least {MIN_LIMIT}")
     _check_dependencies(args.mode)

@@ -12,7 +12,6 @@ the same name, so ``from lasagne_bn.layers import *`` reads like Lasagne.
 (2, 3)
 """
 
-from lasagne_bn import _aliasing  # noqa: F401  (registers the aliased-input rewrite)
 from lasagne_bn.layers.base import *  # noqa: F403
 from lasagne_bn.layers.base import __all__ as _base_all
 from lasagne_bn.layers.bn_fold import *  # noqa: F403

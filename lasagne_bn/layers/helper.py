@@ -30,6 +30,7 @@ import numpy as np
 from pytensor.compile.sharedvalue import SharedVariable
 
 from lasagne_bn import utils
+from lasagne_bn.ops.rewrites import ensure_registered
 
 __all__ = [
     "collect_updates",
@@ -190,6 +191,8 @@ def get_output(layer_or_layers, inputs=None, return_updates: bool = False, **kwa
     >>> out, updates = get_output(net, return_updates=True)
     >>> f = pytensor.function([l_in.input_var], out, updates=updates)
     """
+    # Our rewrites (JAX static shapes, aliased running averages), once per process.
+    ensure_registered("jax", "aliasing")
     if return_updates:
         with collect_updates() as updates:
             outputs = _get_output(layer_or_layers, inputs, kwargs)

@@ -7,26 +7,30 @@
 >>> out.owner.op
 BatchNormTrain(axes=(0, 2, 3))
 
-Importing this package registers the Numba kernels (the default backend),
-the C-backend lowering, and a hook that registers the JAX kernels the first
-time a function is compiled in JAX mode (so importing costs no JAX import).
-It also keeps large freed host buffers for reuse (see
-:mod:`lasagne_bn.ops.host_memory`; ``LASAGNE_BN_RECYCLE_MEMORY=0`` opts out).
+Importing this package changes nothing outside it.  It tells PyTensor's
+Numba backend how to compile our Op classes (dispatch on our own classes);
+the rest happens when it is needed, once per process:
+
+- our graph rewrites (the JAX-kernel hook, JAX static shapes, pooling
+  windows, batch-norm folding, aliased running averages) are registered in
+  PyTensor's rewrite database the first time one of our Ops builds a node
+  (see :mod:`lasagne_bn.ops.rewrites`; :func:`register_rewrites` does it now);
+- the Numba kernels, their thread-policy symbols and Numba's thread pool
+  are set up when a kernel is first compiled (:mod:`lasagne_bn.ops.numba_threads`);
+- Numba learns float16 (LLVM ``half``) when one of our float16 nodes is first
+  compiled in the default mode (:func:`enable_numba_float16`);
+- the host allocator is tuned only by an explicit call,
+  :func:`recycle_host_memory` (:mod:`lasagne_bn.ops.host_memory`).
+
 The parallel kernels pick their thread count per call (see
 :mod:`lasagne_bn.ops.numba_threads`; :func:`set_kernel_threads` or
 ``LASAGNE_BN_THREADS=<n>`` fixes it).
 """
 
-from lasagne_bn.ops import bn_fold_rewrite as _bn_fold_rewrite  # noqa: F401
-from lasagne_bn.ops import conv_rewrites as _conv_rewrites  # noqa: F401
-from lasagne_bn.ops import host_memory as _host_memory
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
 from lasagne_bn.ops import numba_conv as _numba_conv_registrations  # noqa: F401
 from lasagne_bn.ops import numba_moments as _numba_moments_registrations  # noqa: F401
 from lasagne_bn.ops import numba_pool as _numba_pool_registrations  # noqa: F401
-from lasagne_bn.ops import pool_rewrites as _pool_rewrites  # noqa: F401
-from lasagne_bn.ops import rewrites as _rewrites  # noqa: F401
-from lasagne_bn.ops import static_shapes as _static_shapes  # noqa: F401
 from lasagne_bn.ops.api import (
     batch_normalization,
     batch_normalization_test,
@@ -39,10 +43,11 @@ from lasagne_bn.ops.bn import (
     BatchNormTrain,
     BatchNormTrainGrad,
 )
+from lasagne_bn.ops.host_memory import recycle_host_memory
 from lasagne_bn.ops.moments import Moments, normalize
+from lasagne_bn.ops.numba_float16 import enable_numba_float16
 from lasagne_bn.ops.numba_threads import get_kernel_threads, kernel_threads, set_kernel_threads
-
-_host_memory.apply_default()
+from lasagne_bn.ops.rewrites import register_rewrites
 
 __all__ = [
     "BatchNormApply",
@@ -53,9 +58,12 @@ __all__ = [
     "batch_normalization",
     "batch_normalization_test",
     "batch_normalization_train",
+    "enable_numba_float16",
     "get_kernel_threads",
     "kernel_threads",
     "moments",
     "normalize",
+    "recycle_host_memory",
+    "register_rewrites",
     "set_kernel_threads",
 ]

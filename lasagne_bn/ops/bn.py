@@ -36,6 +36,7 @@ from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
+from lasagne_bn.ops.rewrites import ensure_registered
 from lasagne_bn.ops.validation import (
     EPSILON,
     RUNNING_AVERAGE_FACTOR,
@@ -346,6 +347,15 @@ class BatchNormCOp(COp):
     their ``perform``.
     """
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("bn")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def c_support_code(self, **kwargs):
         return bn_c.support_code()
 
@@ -378,6 +388,7 @@ class BatchNormTrain(BatchNormCOp):
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, epsilon, *running):
+        ensure_registered("bn")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         gamma, beta = pt.as_tensor_variable(gamma), pt.as_tensor_variable(beta)
@@ -563,6 +574,7 @@ class BatchNormTrainGrad(BatchNormCOp):
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, dy, gamma, mean, invstd, *stat_grads):
+        ensure_registered("bn")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         dy = pt.cast(pt.as_tensor_variable(dy), x.type.dtype)
@@ -633,6 +645,7 @@ class BatchNormInference(BatchNormCOp):
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, mean, var, epsilon):
+        ensure_registered("bn")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "inputs")
         params = [pt.as_tensor_variable(p) for p in (gamma, beta, mean, var)]
@@ -679,6 +692,7 @@ class BatchNormApply(BatchNormCOp):
     __props__ = ()
 
     def make_node(self, x, gamma, beta, mean, std):
+        ensure_registered("bn")  # our rewrites, once per process
         inputs = [pt.as_tensor_variable(v) for v in (x, gamma, beta, mean, std)]
         for v, name in zip(inputs, ("inputs", "gamma", "beta", "mean", "std"), strict=True):
             check_float(v, name)

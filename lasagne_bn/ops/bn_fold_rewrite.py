@@ -73,11 +73,12 @@ def local_fold_batch_norm(fgraph, node):
     return [out]
 
 
-# Before the C backends' lowering of the batch-norm Ops (0.1) and before any
-# other rewrite changes the product (BLAS rewrites come much later).
-optdb.register(
-    "lasagne_bn_fold_batch_norm", dfs_rewriter(local_fold_batch_norm), TAG, position=0.09
-)
+def register() -> None:
+    """Add the tagged, off-by-default rewrite to ``optdb`` (see :mod:`lasagne_bn.ops.rewrites`)."""
+    # Before any other rewrite changes the product (BLAS rewrites come much later).
+    optdb.register(
+        "lasagne_bn_fold_batch_norm", dfs_rewriter(local_fold_batch_norm), TAG, position=0.09
+    )
 
 
 def folding(mode=None) -> Mode:
@@ -88,4 +89,7 @@ def folding(mode=None) -> Mode:
         base = get_mode(mode)
     else:
         base = mode
+    from lasagne_bn.ops.rewrites import ensure_registered
+
+    ensure_registered("bn")
     return base.including(TAG)

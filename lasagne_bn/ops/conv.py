@@ -50,6 +50,7 @@ from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
+from lasagne_bn.ops.rewrites import ensure_registered
 from lasagne_bn.ops.validation import check_float
 
 BORDER_STRINGS = ("valid", "full", "half")
@@ -531,6 +532,15 @@ class _ConvOp(Op):
     convdim: int = 0  # number of spatial axes
     kind: int = 0  # 0 forward, 1 input gradient, 2 filter gradient
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("conv")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def __init__(
         self,
         border_mode: BorderMode = "valid",
@@ -581,6 +591,7 @@ class Conv(_ConvOp):
     kind = 0
 
     def make_node(self, img, kern):
+        ensure_registered("conv")  # our rewrites, once per process
         n = self.convdim
         img, kern = _as_float_pair(img, kern, "input", "filters")
         _check_ndim(img, "input", n + 2, _layout("input", n))
@@ -650,6 +661,7 @@ class ConvGradInputs(_ConvOp):
     kind = 1
 
     def make_node(self, kern, topgrad, shape):
+        ensure_registered("conv")  # our rewrites, once per process
         n = self.convdim
         where = f"conv{n}d_grad_wrt_inputs"
         kern, topgrad = _as_float_pair(kern, topgrad, "filters", "output_grad")
@@ -698,6 +710,7 @@ class ConvGradWeights(_ConvOp):
     kind = 2
 
     def make_node(self, img, topgrad, shape):
+        ensure_registered("conv")  # our rewrites, once per process
         n = self.convdim
         where = f"conv{n}d_grad_wrt_weights"
         img, topgrad = _as_float_pair(img, topgrad, "input", "output_grad")

@@ -5,6 +5,9 @@
   ``MakeVector`` of ``Shape_i`` values would be traced, so it is replaced by
   PyTensor's ``JAXShapeTuple`` (a tuple of the concrete sizes), as PyTensor
   does for ``Reshape``.
+
+Registered the first time a convolution Op builds a node
+(:func:`lasagne_bn.ops.rewrites.ensure_registered`), not at import.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ def local_conv_shape_as_tuple(fgraph, node):
     return node.clone_with_new_inputs(new_inputs).outputs
 
 
-optdb.register(
-    "lasagne_bn_conv_jax_static_shapes",
-    dfs_rewriter(local_conv_shape_as_tuple),
-    "jax",
-    position=100,
-)
+def register() -> None:
+    """Add the rewrite to ``optdb`` (see :mod:`lasagne_bn.ops.rewrites`)."""
+    optdb.register(
+        "lasagne_bn_conv_jax_static_shapes",
+        dfs_rewriter(local_conv_shape_as_tuple),
+        "jax",
+        position=100,
+    )

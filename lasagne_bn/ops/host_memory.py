@@ -12,11 +12,16 @@ jemalloc or tcmalloc.
 
 :func:`recycle_host_memory` sets glibc's mmap threshold and trim threshold
 (``mallopt``) so freed buffers below the threshold stay in the heap and the
-next step reuses them.  ``lasagne_bn.ops`` calls it once at import, unless
-``LASAGNE_BN_RECYCLE_MEMORY=0`` or the user already configured glibc's
-allocator (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` or a
-``glibc.malloc`` tunable): the cost is that up to ``trim_threshold`` bytes of
-freed memory stay resident instead of going back to the system.
+next step reuses them; the cost is that up to ``trim_threshold`` bytes of
+freed memory stay resident instead of going back to the system.  It is a
+process-wide setting, so it is made only when called: importing
+``lasagne_bn`` never calls it (a library must not retune its host's
+allocator).  An application opts in, as ``lasagne-bn demo`` and
+``lasagne-bn bench`` do (``--no-recycle-memory`` turns it off there), and
+:func:`user_configured_glibc` tells whether the user already set glibc's
+allocator through the environment (``MALLOC_MMAP_THRESHOLD_``,
+``MALLOC_TRIM_THRESHOLD_`` or a ``glibc.malloc`` tunable), which such an
+application should leave alone.
 
 >>> from lasagne_bn.ops.host_memory import recycle_host_memory
 >>> recycle_host_memory()          # on Linux with glibc
@@ -85,15 +90,24 @@ def recycle_host_memory(mmap_threshold: int = 256 * MIB, trim_threshold: int = 5
     return bool(ok)
 
 
-def user_decides() -> bool:
-    """True when the environment says to leave glibc's allocator as it is."""
-    if os.environ.get("LASAGNE_BN_RECYCLE_MEMORY", "1").strip().lower() in ("0", "false", "no"):
-        return True
+def user_configured_glibc() -> bool:
+    """True when the environment already sets glibc's allocator thresholds.
+
+    >>> import os
+    >>> user_configured_glibc() == ("MALLOC_TRIM_THRESHOLD_" in os.environ
+    ...                             or "MALLOC_MMAP_THRESHOLD_" in os.environ
+    ...                             or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""))
+    True
+    """
     if any(name in os.environ for name in _USER_SETTINGS):
         return True
     return "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")
 
 
-def apply_default() -> bool:
-    """What importing ``lasagne_bn.ops`` does: recycle, unless the user decides."""
-    return False if user_decides() else recycle_host_memory()
+def recycle_unless_configured() -> bool:
+    """:func:`recycle_host_memory` with its defaults, unless :func:`user_configured_glibc`.
+
+    What the ``lasagne-bn`` commands do by default.  Returns whether the
+    setting was made.
+    """
+    return False if user_configured_glibc() else recycle_host_memory()

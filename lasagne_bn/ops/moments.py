@@ -58,6 +58,7 @@ from lasagne_bn.ops.bn import (
 )
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import reduced_size, stat_shape
+from lasagne_bn.ops.rewrites import ensure_registered
 from lasagne_bn.ops.validation import check_float, normalize_axes
 
 __all__ = ["Moments", "normalize", "np_moments"]
@@ -111,6 +112,7 @@ class Moments(BatchNormCOp):
         return f"Moments{{axes={self.axes}}}"
 
     def make_node(self, x):
+        ensure_registered("jax")  # the JAX kernels, once per process
         x = pt.as_tensor_variable(x)
         check_float(x, "x")
         if normalize_axes(self.axes, x.ndim) != self.axes:  # raises for bad axes

@@ -5,29 +5,28 @@ scalars, views the input as ``(outer, channels, inner)`` and calls the
 fused kernels of :mod:`lasagne_bn.ops.numba_kernels`.  Nothing here falls
 back to object mode.
 
-Numba has no CPU data model for float16 (PyTensor's Numba backend rejects
-any float16 graph with ``NotImplementedError: float16``).  We give it one:
-float16 values are LLVM ``half``, which is all the kernels need, since they
-convert each element to float64 on load and round once on store.
+float16: the wrappers hand float16 buffers to the kernels as their uint16
+bits, and the kernels convert each element to float64 on load and round
+once on store, in integer code.  Numba itself has no CPU data model for
+float16 (PyTensor's Numba backend rejects any float16 graph with
+``NotImplementedError: float16``): compiling one of our float16 nodes calls
+:func:`lasagne_bn.ops.numba_float16.enable_numba_float16` first, so the
+graph around it can pass float16 arrays.  The kernel module is imported
+(and its kernels compiled) only when a node is first compiled.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from hashlib import sha256
 from pathlib import Path
 
 import numba
 import numpy as np
-from llvmlite import binding as llvm
-from llvmlite import ir
 from numba.core import types
-from numba.core.datamodel import default_manager, models
 from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-from lasagne_bn.ops import numba_kernels, validation
+from lasagne_bn.ops import validation
 from lasagne_bn.ops.bn import (
     BatchNormApply,
     BatchNormInference,
@@ -36,6 +35,7 @@ from lasagne_bn.ops.bn import (
     running_average_update,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
+from lasagne_bn.ops.numba_float16 import enable_numba_float16, needs_float16
 from lasagne_bn.ops.validation import (
     EPSILON,
     RULES,
@@ -47,49 +47,24 @@ from lasagne_bn.ops.validation import (
 # Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
 # a hash of the sources, so an edited kernel can never be served stale
 # (the validation rules are generated into the wrappers).
+_HERE = Path(__file__)
 KERNEL_VERSION = sha256(
-    b"".join(Path(f).read_bytes() for f in (numba_kernels.__file__, __file__, validation.__file__))
+    b"".join(
+        p.read_bytes()
+        for p in (_HERE.with_name("numba_kernels.py"), _HERE, Path(validation.__file__))
+    )
 ).hexdigest()[:16]
 
 
-class _FloatModelWithHalf(models.PrimitiveModel):
-    """Numba's float model, plus float16 as LLVM ``half``."""
+def _kernels():
+    """:mod:`lasagne_bn.ops.numba_kernels`, imported when a kernel is first needed."""
+    from lasagne_bn.ops import numba_kernels
 
-    _llvm = {
-        types.float16: ir.HalfType(),
-        types.float32: ir.FloatType(),
-        types.float64: ir.DoubleType(),
-    }
-
-    def __init__(self, dmm, fe_type):
-        if fe_type not in self._llvm:
-            raise NotImplementedError(fe_type)
-        super().__init__(dmm, fe_type, self._llvm[fe_type])
+    return numba_kernels
 
 
-default_manager.register(types.Float, _FloatModelWithHalf)
-
-
-def _link_half_conversions() -> None:
-    """Let LLVM's float16 conversion libcalls resolve (GCC >= 12's libgcc_s has them).
-
-    With F16C, float <-> half is an instruction, but double -> half always
-    needs ``__truncdfhf2``; without F16C, the float ones are libcalls too.
-    """
-    path = ctypes.util.find_library("gcc_s")
-    if path is None:
-        return
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError:
-        return
-    for name in ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2", "__extendhfdf2"):
-        symbol = getattr(lib, name, None)
-        if symbol is not None:
-            llvm.add_symbol(name, ctypes.cast(symbol, ctypes.c_void_p).value)
-
-
-_link_half_conversions()
+def _kernel_address(kernel: str, dtype: str) -> int:
+    return _kernels().kernel_address(kernel, dtype)
 
 
 # --------------------------------------------------------------------------
@@ -205,7 +180,7 @@ def _compile(
     prologue = []
     for kernel in kernels:
         env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)
-        env[f"{kernel}_type"] = types.FunctionType(numba_kernels.entry_signature(kernel, dtype))
+        env[f"{kernel}_type"] = types.FunctionType(_kernels().entry_signature(kernel, dtype))
         prologue.append(
             f"{kernel}_fn = _call_cached_ptr(get_ptr_func={kernel}_ptr, "
             f"func_type_ref={kernel}_type, "
@@ -222,7 +197,7 @@ def _pointer_getter(kernel: str, dtype: str):
     @numba_njit
     def get_pointer():
         with numba.objmode(ptr=types.intp):
-            ptr = numba_kernels.kernel_address(kernel, dtype)
+            ptr = _kernel_address(kernel, dtype)
         return ptr
 
     return get_pointer
@@ -243,12 +218,25 @@ def _dtype(var) -> str:
     return f"np.{var.type.dtype}"
 
 
+def _ptr(name: str, dtype: str) -> str:
+    """The kernel argument for array ``name``: float16 goes as its uint16 bits."""
+    return f"{name}.view(np.uint16).ctypes" if dtype == "float16" else f"{name}.ctypes"
+
+
+def _prepare(node) -> str:
+    """The input dtype the kernels are compiled for; float16 support on when needed."""
+    if needs_float16(node):
+        enable_numba_float16()
+    return node.inputs[0].type.dtype
+
+
 # --------------------------------------------------------------------------
 # registrations
 
 
 @register_funcify_and_cache_key(BatchNormTrain)
 def numba_funcify_BatchNormTrain(op, node, **kwargs):
+    dtype = _prepare(node)
     axes, ndim = op.axes, node.inputs[0].ndim
     running = len(node.inputs) > 4
     name = str(op)
@@ -264,8 +252,8 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
         "stats = np.empty((3, C))",
         f"g64 = {_vec('gamma')}",
         f"b64 = {_vec('beta')}",
-        "train_forward_fn(x3.ctypes, A, C, B, g64.ctypes, b64.ctypes, eps, out3.ctypes, "
-        "stats.ctypes)",
+        f"train_forward_fn({_ptr('x3', dtype)}, A, C, B, g64.ctypes, b64.ctypes, eps, "
+        f"{_ptr('out3', dtype)}, stats.ctypes)",
         "mean = stats[0].copy()",
         "invstd = stats[1].copy()",
         "var = stats[2].copy()",
@@ -291,12 +279,12 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
     else:
         body.append("return out, mean_o, invstd_o")
     key = _key(op, node)
-    dtype = node.inputs[0].type.dtype
     return _compile("batch_norm_train", body, args, ("train_forward",), dtype), key
 
 
 @register_funcify_and_cache_key(BatchNormTrainGrad)
 def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
+    dtype = _prepare(node)
     axes, ndim = op.axes, node.inputs[0].ndim
     with_stat_grads = len(node.inputs) > 5
     name = str(op)
@@ -313,7 +301,8 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
     body += ["dx3 = np.empty((A, C, B), dtype=x.dtype)", "stats = np.zeros((7, C))"]
     body += [f"stats[{row}] = {_vec(p)}" for row, p in enumerate(params)]
     body += [
-        "train_backward_fn(x3.ctypes, dy3.ctypes, A, C, B, stats.ctypes, dx3.ctypes)",
+        f"train_backward_fn({_ptr('x3', dtype)}, {_ptr('dy3', dtype)}, A, C, B, stats.ctypes, "
+        f"{_ptr('dx3', dtype)})",
         "dgamma = stats[5].copy()",
         "dbeta = stats[6].copy()",
     ]
@@ -323,12 +312,12 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
     )
     key = _key(op, node)
     args = ["x", "dy", *params]
-    dtype = node.inputs[0].type.dtype
     return _compile("batch_norm_train_grad", body, args, ("train_backward",), dtype), key
 
 
 @register_funcify_and_cache_key(BatchNormInference)
 def numba_funcify_BatchNormInference(op, node, **kwargs):
+    dtype = _prepare(node)
     axes, ndim = op.axes, node.inputs[0].ndim
     name = str(op)
     body = ["eps = epsilon.item()", *_scalar_check(EPSILON, "eps")]
@@ -342,13 +331,12 @@ def numba_funcify_BatchNormInference(op, node, **kwargs):
         f"stats[1] = {_vec('beta')}",
         f"stats[2] = {_vec('mean')}",
         f"stats[3] = {_vec('var')}",
-        "inference_fn(x3.ctypes, A, C, B, stats.ctypes, eps, out3.ctypes)",
+        f"inference_fn({_ptr('x3', dtype)}, A, C, B, stats.ctypes, eps, {_ptr('out3', dtype)})",
     ]
     body += _restore(ndim, axes, "out3", "out", "x")
     body.append("return out")
     args = ["x", "gamma", "beta", "mean", "var", "epsilon"]
     key = _key(op, node)
-    dtype = node.inputs[0].type.dtype
     return _compile("batch_norm_inference", body, args, ("inference",), dtype), key
 
 
@@ -356,8 +344,9 @@ def numba_funcify_BatchNormInference(op, node, **kwargs):
 def numba_funcify_BatchNormApply(op, node, **kwargs):
     dtype = node.outputs[0].type.dtype
     args = ["x", "gamma", "beta", "mean", "std"]
-    if dtype == "float16" or any(i.type.dtype == "float16" for i in node.inputs):
-        # Numba has no float16 arithmetic: compute in float32, round once.
+    if needs_float16(node):
+        enable_numba_float16()
+        # No float16 arithmetic: compute in float32, round once.
         body = [f"{a}32 = {a}.astype(np.float32)" for a in args]
         body.append(f"return ((x32 - mean32) * (gamma32 / std32) + beta32).astype(np.{dtype})")
     else:

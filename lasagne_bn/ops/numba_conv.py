@@ -7,8 +7,10 @@ output and calls a kernel of :mod:`lasagne_bn.ops.numba_conv_kernels` or
 kernels are compiled once per dtype and cached on disk, and the wrapper
 fetches their address once per process (PyTensor's ``_call_cached_ptr``),
 so compiling a graph never re-optimizes them and graphs stay cacheable.
-float16 graphs (no float16 arithmetic in Numba) run the NumPy ``perform``
-in object mode.
+float16 graphs run the NumPy ``perform`` in object mode (after
+:func:`lasagne_bn.ops.numba_float16.enable_numba_float16`, which lets Numba
+pass float16 arrays at all).  The kernel modules are imported (and their
+kernels compiled) only when a node is first compiled.
 """
 
 from __future__ import annotations
@@ -27,22 +29,34 @@ from pytensor.link.numba.dispatch.basic import (
     register_funcify_and_cache_key,
 )
 
-from lasagne_bn.ops import numba_conv_kernels as conv_kernels
-from lasagne_bn.ops import numba_pool_kernels as pool_kernels
 from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights
+from lasagne_bn.ops.numba_float16 import enable_numba_float16, needs_float16
 
 # The cache keys hash the kernels' and this module's source: PyTensor keeps
 # compiled graphs on disk under our keys, and a key that missed a change
 # would keep running old code (it happened while developing these kernels).
+_HERE = Path(__file__)
 KERNEL_VERSION = sha256(
     b"".join(
-        Path(f).read_bytes() for f in (conv_kernels.__file__, pool_kernels.__file__, __file__)
+        p.read_bytes()
+        for p in (
+            _HERE.with_name("numba_conv_kernels.py"),
+            _HERE.with_name("numba_pool_kernels.py"),
+            _HERE,
+        )
     )
 ).hexdigest()[:16]
 
 GRAD_WEIGHT_TASKS = 8  # partial filter-gradient sums (load balance over threads)
 
-ENTRIES = {**conv_kernels.ENTRIES, **pool_kernels.ENTRIES}
+
+@functools.cache
+def entries() -> dict:
+    """The kernels' C entry points by name (imports the kernel modules)."""
+    from lasagne_bn.ops import numba_conv_kernels as conv_kernels
+    from lasagne_bn.ops import numba_pool_kernels as pool_kernels
+
+    return {**conv_kernels.ENTRIES, **pool_kernels.ENTRIES}
 
 
 # --------------------------------------------------------------------------
@@ -51,7 +65,7 @@ ENTRIES = {**conv_kernels.ENTRIES, **pool_kernels.ENTRIES}
 
 def entry_signature(name: str, dtype: str):
     """``int32(T*, ..., int64*)``: the entry point's arrays, then its parameter vector."""
-    n_arrays = ENTRIES[name][1]
+    n_arrays = entries()[name][1]
     ptr = types.CPointer(numba.from_dtype(np.dtype(dtype)))
     return types.int32(*([ptr] * n_arrays), types.CPointer(types.int64))
 
@@ -59,7 +73,7 @@ def entry_signature(name: str, dtype: str):
 @functools.cache
 def kernel_address(name: str, dtype: str) -> int:
     """Compile (or load from the disk cache) entry point ``name`` for ``dtype``."""
-    return numba.cfunc(entry_signature(name, dtype), cache=True)(ENTRIES[name][0]).address
+    return numba.cfunc(entry_signature(name, dtype), cache=True)(entries()[name][0]).address
 
 
 def _pointer_getter(name: str, dtype: str):
@@ -102,10 +116,11 @@ def _key(op, node) -> str:
 
 
 def _has_float16(node) -> bool:
-    return any(getattr(v.type, "dtype", "") == "float16" for v in (*node.inputs, *node.outputs))
+    return needs_float16(node)
 
 
 def _fallback(op, node, kwargs):
+    enable_numba_float16()  # the graph around this node passes float16 arrays
     return generate_fallback_impl(op, node, **kwargs), None
 
 

@@ -44,11 +44,11 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lasagne_bn.ops.numba_threads import CONV, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import CONV, ensure_symbols, enter_threads, set_num_threads
 
-# Start Numba's thread pool now (see numba_kernels.py: kernels loaded from
-# the on-disk cache into a fresh PyTensor function do not start it).
-numba.get_num_threads()
+# Start Numba's thread pool and register the thread-policy symbols (see
+# numba_kernels.py); this module is imported when a kernel is compiled.
+ensure_symbols()
 
 _FEATURES = llb.get_host_cpu_features()
 if _FEATURES.get("avx512f", False):

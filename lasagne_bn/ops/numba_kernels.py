@@ -36,19 +36,22 @@ import sys
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import prange, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
-from lasagne_bn.ops.numba_threads import BATCH_NORM, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import BATCH_NORM, ensure_symbols, enter_threads, set_num_threads
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
 
 TASKS = 32
 
-# Start Numba's thread pool now.  Kernels loaded from the on-disk cache and
-# linked into a freshly compiled PyTensor function do not start it, and the
-# parallel-for launcher is then a null pointer (a segfault on first call).
-numba.get_num_threads()
+# Start Numba's thread pool and register the thread-policy symbols now: this
+# module is imported only when a kernel is about to be compiled.  Kernels
+# loaded from the on-disk cache and linked into a freshly compiled PyTensor
+# function do not start the pool, and the parallel-for launcher is then a
+# null pointer (a segfault on first call).
+ensure_symbols()
 
 kernel = numba.njit(parallel=True, fastmath=FASTMATH, cache=True, nogil=True)
 driver = numba.njit(fastmath=FASTMATH, cache=True, nogil=True)
@@ -86,6 +89,117 @@ def _tile(t: int, nsplit: int, A: int, C: int):
 
 
 # --------------------------------------------------------------------------
+# float16, as uint16 bits: IEEE binary16 <-> float64 in integer code
+#
+# The kernels never see a float16 type (Numba has none on the CPU): the
+# wrappers pass float16 buffers as uint16, loads widen each element exactly
+# to float64 and stores round a float64 once, to nearest even, as LLVM's
+# ``fptrunc`` (and NumPy's ``astype``) do.  No LLVM ``half`` and no libcall.
+
+
+@intrinsic
+def _bits_of(typingctx, x):
+    """The IEEE bits of a float64, as uint64."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def _float_of(typingctx, bits):
+    """The float64 whose IEEE bits are ``bits`` (uint64)."""
+    if bits != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.uint64), codegen
+
+
+_bits = numba.njit(cache=True, nogil=True)
+
+
+@_bits
+def half_bits_to_float64(h):
+    """The float64 value of the float16 whose bits are ``h`` (exact)."""
+    h = np.uint64(h)
+    sign = (h & np.uint64(0x8000)) << np.uint64(48)
+    exp = (h >> np.uint64(10)) & np.uint64(0x1F)
+    mant = h & np.uint64(0x3FF)
+    if exp == 0:
+        value = np.float64(mant) * 5.9604644775390625e-08  # 2**-24: subnormals and zero
+        return -value if sign else value
+    if exp == 31:  # inf, or NaN with its payload (made quiet, as a conversion does)
+        bits = np.uint64(0x7FF0000000000000) | (mant << np.uint64(42))
+        if mant:
+            bits |= np.uint64(0x0008000000000000)
+        return _float_of(sign | bits)
+    return _float_of(sign | ((exp + np.uint64(1008)) << np.uint64(52)) | (mant << np.uint64(42)))
+
+
+@_bits
+def float64_to_half_bits(x):
+    """The bits of ``x`` rounded once to float16 (to nearest, ties to even)."""
+    b = _bits_of(np.float64(x))
+    sign = (b >> np.uint64(48)) & np.uint64(0x8000)
+    exp = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF))
+    mant = b & np.uint64(0xFFFFFFFFFFFFF)
+    if exp == 0x7FF:
+        if mant == 0:
+            return np.uint16(sign | np.uint64(0x7C00))
+        # NaN: quiet, with the payload's top bits
+        return np.uint16(sign | np.uint64(0x7E00) | ((mant >> np.uint64(42)) & np.uint64(0x1FF)))
+    e = exp - 1008  # the float16 biased exponent (1023 - 15)
+    if e >= 31:
+        return np.uint16(sign | np.uint64(0x7C00))  # >= 2**16: infinity
+    if e >= 1:
+        m = (np.uint64(e) << np.uint64(10)) | (mant >> np.uint64(42))
+        rest = mant & np.uint64(0x3FFFFFFFFFF)
+        half = np.uint64(0x20000000000)
+        if rest > half or (rest == half and (m & np.uint64(1))):
+            m += np.uint64(1)  # a carry moves into the exponent (up to infinity): right
+        return np.uint16(sign | m)
+    # a float16 subnormal (or zero): the significand in units of 2**-24
+    shift = 1051 - exp  # >= 43
+    if shift > 53:
+        return np.uint16(sign)  # below half the smallest subnormal: zero
+    sig = mant | np.uint64(0x10000000000000)
+    m = sig >> np.uint64(shift)
+    rest = sig & ((np.uint64(1) << np.uint64(shift)) - np.uint64(1))
+    half = np.uint64(1) << np.uint64(shift - 1)
+    if rest > half or (rest == half and (m & np.uint64(1))):
+        m += np.uint64(1)
+    return np.uint16(sign | m)
+
+
+def _f64(value):
+    """An array element as float64 (float16 arrives as its uint16 bits)."""
+
+
+@overload(_f64, jit_options={"fastmath": FASTMATH})
+def _f64_impl(value):
+    if value == types.uint16:
+        return lambda value: half_bits_to_float64(value)
+    return lambda value: np.float64(value)
+
+
+def _store(value, out):
+    """``value`` as an element of ``out`` (uint16 ``out`` holds float16 bits)."""
+
+
+@overload(_store, jit_options={"fastmath": FASTMATH})
+def _store_impl(value, out):
+    if out.dtype == types.uint16:
+        return lambda value, out: float64_to_half_bits(value)
+    return lambda value, out: value
+
+
+# --------------------------------------------------------------------------
 # reductions
 
 
@@ -105,9 +219,9 @@ def _sums_inner(x3, y3, center, nsplit):
         acc_yx = 0.0
         for a in range(a0, a1):
             for b in range(B):
-                yv = np.float64(y3[a, c, b])
+                yv = _f64(y3[a, c, b])
                 acc_y += yv
-                acc_yx += yv * (np.float64(x3[a, c, b]) - mu)
+                acc_yx += yv * (_f64(x3[a, c, b]) - mu)
         s_y[t] = acc_y
         s_yx[t] = acc_yx
     out_y = np.zeros(C)
@@ -142,19 +256,19 @@ def _sums_outer(x2, y2, center, nsplit):
             y2_, y3 = y2[a + 2, c0 : c0 + n], y2[a + 3, c0 : c0 + n]
             for i in range(n):
                 m = mu[i]
-                v0, v1 = np.float64(y0[i]), np.float64(y1[i])
-                v2, v3 = np.float64(y2_[i]), np.float64(y3[i])
+                v0, v1 = _f64(y0[i]), _f64(y1[i])
+                v2, v3 = _f64(y2_[i]), _f64(y3[i])
                 acc_y[i] += (v0 + v1) + (v2 + v3)
-                acc_yx[i] += (v0 * (np.float64(x0[i]) - m) + v1 * (np.float64(x1[i]) - m)) + (
-                    v2 * (np.float64(x2_[i]) - m) + v3 * (np.float64(x3[i]) - m)
+                acc_yx[i] += (v0 * (_f64(x0[i]) - m) + v1 * (_f64(x1[i]) - m)) + (
+                    v2 * (_f64(x2_[i]) - m) + v3 * (_f64(x3[i]) - m)
                 )
             a += 4
         while a < a1:
             xr, yr = x2[a, c0 : c0 + n], y2[a, c0 : c0 + n]
             for i in range(n):
-                yv = np.float64(yr[i])
+                yv = _f64(yr[i])
                 acc_y[i] += yv
-                acc_yx[i] += yv * (np.float64(xr[i]) - mu[i])
+                acc_yx[i] += yv * (_f64(xr[i]) - mu[i])
             a += 1
         j = t % nsplit
         s_y[j, c0 : c0 + n] = acc_y[:n]
@@ -178,7 +292,7 @@ def _moments_inner(x3, shift, nsplit):
         acc2 = 0.0
         for a in range(a0, a1):
             for b in range(B):
-                d = np.float64(x3[a, c, b]) - sh
+                d = _f64(x3[a, c, b]) - sh
                 acc1 += d
                 acc2 += d * d
         s1[t] = acc1
@@ -210,15 +324,15 @@ def _moments_outer(x2, shift, nsplit):
             r2, r3 = x2[a + 2, c0 : c0 + n], x2[a + 3, c0 : c0 + n]
             for i in range(n):
                 s = sh[i]
-                d0, d1 = np.float64(r0[i]) - s, np.float64(r1[i]) - s
-                d2, d3 = np.float64(r2[i]) - s, np.float64(r3[i]) - s
+                d0, d1 = _f64(r0[i]) - s, _f64(r1[i]) - s
+                d2, d3 = _f64(r2[i]) - s, _f64(r3[i]) - s
                 acc1[i] += (d0 + d1) + (d2 + d3)
                 acc2[i] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
             a += 4
         while a < a1:
             r0 = x2[a, c0 : c0 + n]
             for i in range(n):
-                d0 = np.float64(r0[i]) - sh[i]
+                d0 = _f64(r0[i]) - sh[i]
                 acc1[i] += d0
                 acc2[i] += d0 * d0
             a += 1
@@ -249,6 +363,8 @@ def _load(value, like):
 
 @overload(_load, jit_options={"fastmath": FASTMATH})
 def _load_impl(value, like):
+    if value == types.uint16:  # float16 bits: float64 is the working precision
+        return lambda value, like: half_bits_to_float64(value)
     if like == types.float32:
         return lambda value, like: np.float32(value)
     return lambda value, like: np.float64(value)
@@ -268,7 +384,7 @@ def _affine_inner(x3, shift, scale, offset, out3):
         k = scale[c]
         o = offset[c]
         for b in range(B):
-            out3[a, c, b] = (_load(x3[a, c, b], k) - sh) * k + o
+            out3[a, c, b] = _store((_load(x3[a, c, b], k) - sh) * k + o, out3)
 
 
 @kernel
@@ -276,7 +392,9 @@ def _affine_outer(x2, shift, scale, offset, out2):
     A, C = x2.shape
     for a in prange(A):
         for c in range(C):
-            out2[a, c] = (_load(x2[a, c], scale[c]) - shift[c]) * scale[c] + offset[c]
+            out2[a, c] = _store(
+                (_load(x2[a, c], scale[c]) - shift[c]) * scale[c] + offset[c], out2
+            )
 
 
 @kernel
@@ -290,7 +408,9 @@ def _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3):
         k2 = k_x[c]
         k3 = k_0[c]
         for b in range(B):
-            dx3[a, c, b] = _load(dy3[a, c, b], k1) * k1 - (_load(x3[a, c, b], k2) - mu) * k2 - k3
+            dx3[a, c, b] = _store(
+                _load(dy3[a, c, b], k1) * k1 - (_load(x3[a, c, b], k2) - mu) * k2 - k3, dx3
+            )
 
 
 @kernel
@@ -298,10 +418,11 @@ def _grad_outer(x2, dy2, mean, k_dy, k_x, k_0, dx2):
     A, C = x2.shape
     for a in prange(A):
         for c in range(C):
-            dx2[a, c] = (
+            dx2[a, c] = _store(
                 _load(dy2[a, c], k_dy[c]) * k_dy[c]
                 - (_load(x2[a, c], k_x[c]) - mean[c]) * k_x[c]
-                - k_0[c]
+                - k_0[c],
+                dx2,
             )
 
 
@@ -315,7 +436,7 @@ def _channel_shift(x3):
     C = x3.shape[1]
     shift = np.empty(C)
     for c in range(C):
-        shift[c] = np.float64(x3[0, c, 0])
+        shift[c] = _f64(x3[0, c, 0])
     return shift
 
 
@@ -522,9 +643,13 @@ _ENTRIES = {
 
 
 def entry_signature(name: str, dtype: str):
-    """The C signature of entry point ``name`` for input dtype ``dtype``."""
+    """The C signature of entry point ``name`` for input dtype ``dtype``.
+
+    float16 arrays are passed as their uint16 bits.
+    """
+    element = np.dtype("uint16" if np.dtype(dtype) == np.float16 else dtype)
     codes = {
-        "x": types.CPointer(numba.from_dtype(np.dtype(dtype))),
+        "x": types.CPointer(numba.from_dtype(element)),
         "n": types.intp,
         "f": types.CPointer(types.float64),
         "d": types.float64,

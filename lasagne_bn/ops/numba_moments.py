@@ -15,7 +15,7 @@ from pathlib import Path
 from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
 
 from lasagne_bn.ops.moments import Moments
-from lasagne_bn.ops.numba import _compile, _dtype, _key, _stat_shape_expr, _views
+from lasagne_bn.ops.numba import _compile, _dtype, _key, _prepare, _ptr, _stat_shape_expr, _views
 
 _VERSION = sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -23,6 +23,7 @@ _VERSION = sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 @register_funcify_and_cache_key(Moments)
 def numba_funcify_Moments(op, node, **kwargs):
     axes, ndim = op.axes, node.inputs[0].ndim
+    dtype = _prepare(node)
     st = _dtype(node.outputs[0])
     body = _views(str(op), ndim, axes, ["x"])
     body += [
@@ -31,12 +32,11 @@ def numba_funcify_Moments(op, node, **kwargs):
         "if A * B == 0:",
         "        stats[:] = np.nan",  # an empty reduction: NaN, as perform gives
         "else:",
-        "        moments_fn(x3.ctypes, A, C, B, stats.ctypes)",
+        f"        moments_fn({_ptr('x3', dtype)}, A, C, B, stats.ctypes)",
     ]
     # The kept axes are stats' C axis in the input's order (the wrapper's
     # transpose puts them first, in order), so a reshape restores them.
     outputs = [f"stats[{row}].astype({st}).reshape(st_shape)" for row in range(4)]
     body.append(f"return {', '.join(outputs)}")
     key = sha256((_key(op, node) + _VERSION).encode()).hexdigest()
-    dtype = node.inputs[0].type.dtype
     return _compile("moments", body, ["x"], ("moments",), dtype), key

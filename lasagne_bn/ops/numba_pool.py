@@ -7,7 +7,8 @@ kernel of :mod:`lasagne_bn.ops.numba_pool_kernels`.  2-D pooling runs the
 3-D kernels with a depth of 1.  :class:`DynamicPool` (windows known only
 at run time; constant windows are rewritten to the static Ops first) runs
 the same kernels with sizes computed by its wrapper.  float16 graphs run
-the NumPy ``perform`` in object mode.
+the NumPy ``perform`` in object mode.  The kernel module is imported (and
+its kernels compiled) only when a pooling node is first compiled.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 
 from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
 
-from lasagne_bn.ops import numba_pool_kernels as pool_kernels
 from lasagne_bn.ops.numba_conv import (
     KERNEL_VERSION,
     _check,
@@ -37,11 +37,12 @@ from lasagne_bn.ops.pool import (
 # this module generates the wrappers: its source is part of their cache keys
 POOL_VERSION = sha256(KERNEL_VERSION.encode() + Path(__file__).read_bytes()).hexdigest()[:16]
 
+# The kernels' mode numbers (numba_pool_kernels.MAX, SUM, AVG_INC, AVG_EXC).
 _MODE_CODES = {
-    "max": pool_kernels.MAX,
-    "sum": pool_kernels.SUM,
-    "average_inc_pad": pool_kernels.AVG_INC,
-    "average_exc_pad": pool_kernels.AVG_EXC,
+    "max": 0,
+    "sum": 1,
+    "average_inc_pad": 2,
+    "average_exc_pad": 3,
 }
 
 _AXES = ("d", "h", "w")  # the kernels' three pooled axes; 2-D pooling has d = 1

@@ -15,14 +15,14 @@ import numba
 import numpy as np
 from numba import prange
 
-from lasagne_bn.ops.numba_threads import POOL, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import POOL, ensure_symbols, enter_threads, set_num_threads
 
-numba.get_num_threads()  # start the pool before cached parallel kernels are linked
+ensure_symbols()  # start the pool before cached parallel kernels are linked
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
 
-MAX, SUM, AVG_INC, AVG_EXC = 0, 1, 2, 3
+MAX, SUM, AVG_INC, AVG_EXC = 0, 1, 2, 3  # numba_pool._MODE_CODES repeats them
 
 
 @driver

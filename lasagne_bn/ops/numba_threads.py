@@ -31,11 +31,14 @@ the count for every call instead (still capped by Numba's count), which is
 also how the tests run the parallel code on small inputs.
 
 The kernels reach this policy through C symbols (:data:`ENTER_SYMBOL`, a
-``cfunc`` compiled here and registered with LLVM at import) and the setting
-through a small process-wide C buffer (:data:`STATE_SYMBOL`): no address is
-baked into a kernel, so they stay cacheable on disk, and an edit of this
-file cannot leave stale policy code in the kernels' caches (Numba keys a
-cached function on its own file only).
+``cfunc`` compiled here) and the setting through a small process-wide C
+buffer (:data:`STATE_SYMBOL`): no address is baked into a kernel, so they
+stay cacheable on disk, and an edit of this file cannot leave stale policy
+code in the kernels' caches (Numba keys a cached function on its own file
+only).  Both symbols are registered with LLVM, and Numba's thread pool is
+started, by :func:`ensure_symbols`, which the kernel modules call when they
+are imported (when a kernel is about to be compiled); importing
+:mod:`lasagne_bn` does neither.
 
 >>> from lasagne_bn.ops.numba_threads import kernel_threads, BN_MIN_WORK
 >>> kernel_threads(1000, "batch_norm")         # small: one thread, no parallel launch
@@ -48,6 +51,7 @@ import ctypes
 import math
 import os
 import sys
+import threading
 
 import numba
 import numpy as np
@@ -55,9 +59,6 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
-
-# Start Numba's thread pool now: get/set_num_threads in jitted code need it.
-numba.get_num_threads()
 
 driver = numba.njit(cache=True, nogil=True)
 
@@ -86,7 +87,6 @@ _SETTING, _CPU_LIMIT, _ONLINE, _SEEN_AT, _SEEN = 0, 1, 2, 3, 4
 _MIN_WORK_SLOT = 8  # + kind
 _STATE_SIZE = 16
 _STATE = (ctypes.c_int64 * _STATE_SIZE)()
-llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_STATE))
 
 
 @intrinsic
@@ -270,8 +270,29 @@ def _enter(work, kind):
 
 
 ENTER_SYMBOL = "lasagne_bn_kernel_threads_enter"
-_enter_cfunc = numba.cfunc(types.int64(types.int64, types.int64), cache=True)(_enter)
-llvm.add_symbol(ENTER_SYMBOL, _enter_cfunc.address)
+_enter_cfunc: list = []  # the compiled _enter, once ensure_symbols() ran
+_symbols_lock = threading.Lock()
+
+
+def ensure_symbols() -> None:
+    """Start Numba's thread pool and register the kernels' two symbols with LLVM (once).
+
+    The kernel modules call it when imported: a parallel kernel loaded from
+    Numba's disk cache finds no thread pool unless one was started, and
+    every kernel links :data:`ENTER_SYMBOL` and :data:`STATE_SYMBOL`.
+    """
+    if _enter_cfunc:
+        return
+    with _symbols_lock:
+        if _enter_cfunc:
+            return
+        # get/set_num_threads in jitted code need the pool (and its symbols).
+        numba.get_num_threads()
+        llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_STATE))
+        cfunc = numba.cfunc(types.int64(types.int64, types.int64), cache=True)(_enter)
+        llvm.add_symbol(ENTER_SYMBOL, cfunc.address)
+        _enter_cfunc.append(cfunc)
+
 
 #: For the kernels: ``previous = enter_threads(work, KIND)`` before their
 #: parallel loops, ``set_num_threads(previous)`` after.
@@ -363,6 +384,7 @@ def kernel_threads(work: int, kind: str = "batch_norm") -> int:
         raise ValueError(f"kind={kind!r}: expected one of {sorted(KINDS)}")
     if isinstance(work, bool) or not isinstance(work, int | np.integer) or work < 0:
         raise TypeError(f"work={work!r}: expected a non-negative int")
+    ensure_symbols()
     return int(threads_for(int(work), _STATE[_MIN_WORK_SLOT + KINDS[kind]]))
 
 

@@ -47,6 +47,7 @@ from pytensor.tensor.type import TensorType, integer_dtypes
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import as_int_tuple, static_or
+from lasagne_bn.ops.rewrites import ensure_registered
 from lasagne_bn.ops.validation import check_float
 
 POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
@@ -304,6 +305,15 @@ class _PoolOp(Op):
     __props__ = ("ws", "stride", "pad", "ignore_border", "mode")
     _label = "Pool{}d"  # the printed name, by the number of pooled axes
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("pool")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def __init__(self, ws, stride=None, pad=None, ignore_border=True, mode="max"):
         p = PoolParams(ws, stride, pad, ignore_border, mode)
         for k, v in p.props().items():
@@ -344,6 +354,7 @@ class Pool(_PoolOp):
     """Pooling over the last ``len(ws)`` axes (see the module docstring)."""
 
     def make_node(self, x):
+        ensure_registered("pool")  # our rewrites, once per process
         x = pt.as_tensor_variable(x)
         _check_input(x, self.nd)
         return Apply(self, [x], [self.out_type(x)()])
@@ -373,6 +384,7 @@ class MaxPoolGrad(_PoolOp):
     _label = "MaxPool{}dGrad"
 
     def make_node(self, x, maxout, gz):
+        ensure_registered("pool")  # our rewrites, once per process
         x, maxout, gz = (pt.as_tensor_variable(v) for v in (x, maxout, gz))
         _check_input(x, self.nd)
         ref = self.out_type(x)
@@ -413,6 +425,7 @@ class MaxPoolGradGrad(_PoolOp):
     _label = "MaxPool{}dGradGrad"
 
     def make_node(self, x, maxout, ggx):
+        ensure_registered("pool")  # our rewrites, once per process
         x, maxout, ggx = (pt.as_tensor_variable(v) for v in (x, maxout, ggx))
         _check_input(x, self.nd)
         maxout = pt.cast(maxout, x.type.dtype)
@@ -448,6 +461,7 @@ class AveragePoolGrad(_PoolOp):
     _label = "AveragePool{}dGrad"
 
     def make_node(self, x, gz):
+        ensure_registered("pool")  # our rewrites, once per process
         x, gz = pt.as_tensor_variable(x), pt.as_tensor_variable(gz)
         _check_input(x, self.nd)
         if self.mode == "max":
@@ -514,6 +528,15 @@ class DynamicPool(Op):
 
     __props__ = ("kind", "nd", "ignore_border", "mode")
 
+    def __setstate__(self, state):
+        # An unpickled graph (a pickled function) calls no make_node.
+        ensure_registered("pool")
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+
     def __init__(self, kind="pool", nd=2, ignore_border=True, mode="max"):
         if kind not in _KINDS:
             raise ValueError(f"kind={kind!r}: expected one of {', '.join(map(repr, _KINDS))}")
@@ -542,6 +565,7 @@ class DynamicPool(Op):
         return out
 
     def make_node(self, *inputs):
+        ensure_registered("pool")  # our rewrites, once per process
         n = _KINDS[self.kind]
         if len(inputs) != n + 3:
             raise TypeError(f"DynamicPool(kind={self.kind!r}) takes {n + 3} inputs")

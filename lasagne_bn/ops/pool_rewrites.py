@@ -7,6 +7,9 @@ inputs (``pool_2d`` with ``ws`` computed from a shape, as Lasagne's
 :class:`~lasagne_bn.ops.pool.Pool` (or gradient) Op, which has the fast
 Numba and JAX kernels.  Windows the constants make invalid are left alone:
 the NumPy code raises its error when the function runs.
+
+Registered the first time a pooling Op builds a node
+(:func:`lasagne_bn.ops.rewrites.ensure_registered`), not at import.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from pytensor.tensor.rewriting.basic import register_canonicalize, register_spec
 from lasagne_bn.ops.pool import _KINDS, DynamicPool
 
 
-@register_canonicalize
-@register_specialize
 @node_rewriter([DynamicPool])
 def local_static_pool_windows(fgraph, node):
     """``DynamicPool`` with constant ``ws``, ``stride``, ``pad`` -> the static Op."""
@@ -40,3 +41,9 @@ def local_static_pool_windows(fgraph, node):
     if out.type != node.outputs[0].type:
         out = node.outputs[0].type.filter_variable(out, allow_convert=True)
     return [out]
+
+
+def register() -> None:
+    """Add the rewrite to canonicalize and specialize (see :mod:`lasagne_bn.ops.rewrites`)."""
+    register_canonicalize(local_static_pool_windows)
+    register_specialize(local_static_pool_windows)

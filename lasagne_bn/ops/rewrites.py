@@ -1,19 +1,47 @@
-"""Graph rewrites for the batch-norm Ops.
+"""Graph rewrites for our Ops, registered with PyTensor when first needed.
 
-- ``lasagne_bn_register_jax``: imports :mod:`lasagne_bn.ops.jax` (and so
-  JAX) only when a function is first compiled in JAX mode.
+Importing :mod:`lasagne_bn` changes nothing in PyTensor's rewrite database
+(``pytensor.compile.optdb``): every rewrite of this package is registered the
+first time something that needs it is built, once per process:
+
+- ``"jax"`` (any of our Ops, a layer graph, ``theano.function``):
+  ``lasagne_bn_register_jax``, which imports :mod:`lasagne_bn.ops.jax` (and
+  so JAX) only when a function is first compiled in JAX mode, and the
+  static-shape rewrites of :mod:`lasagne_bn.ops.static_shapes` (JAX mode only);
+- ``"bn"`` (a batch-norm Op's ``make_node``): the tagged, off-by-default
+  folding of :mod:`lasagne_bn.ops.bn_fold_rewrite`;
+- ``"conv"`` (a convolution Op's ``make_node``): the JAX shape tuples of
+  :mod:`lasagne_bn.ops.conv_rewrites`;
+- ``"pool"`` (a pooling Op's ``make_node``): constant windows become static
+  Ops (:mod:`lasagne_bn.ops.pool_rewrites`; canonicalize and specialize);
+- ``"aliasing"`` (a ``default_update`` set through
+  :func:`lasagne_bn.utils.set_default_update`, ``get_output`` of a layer):
+  :mod:`lasagne_bn._aliasing`.
+
+Each rewrite only touches graphs that need it (our Op classes, JAX-mode
+graphs, memory-aliased shared inputs), so registering one early changes no
+other graph.  :func:`register_rewrites` registers them all, for graphs built
+without our Ops that want the JAX static-shape rewrite (``x[:, :x.shape[1] - 1]``
+under ``mode="JAX"``) or the aliased-input rewrite.
 
 The C backends (``C``, ``CVM``) need no rewrite: the Ops have C code
 (:mod:`lasagne_bn.ops.bn_c`), compiled loops that make fewer passes over
 the data than a graph of plain PyTensor Ops, and no full-size temporaries.
+
+>>> from lasagne_bn.ops.rewrites import ensure_registered, registered
+>>> ensure_registered("bn")
+>>> sorted(registered() & {"jax", "bn"})
+['bn', 'jax']
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 
-from pytensor.compile import optdb
 from pytensor.graph.rewriting.basic import GraphRewriter
+
+__all__ = ["GROUPS", "RegisterJaxKernels", "ensure_registered", "register_rewrites", "registered"]
 
 
 class RegisterJaxKernels(GraphRewriter):
@@ -26,4 +54,56 @@ class RegisterJaxKernels(GraphRewriter):
         importlib.import_module("lasagne_bn.ops.jax_pool")
 
 
-optdb.register("lasagne_bn_register_jax", RegisterJaxKernels(), "jax", position=0.05)
+def _register_jax() -> None:
+    from pytensor.compile import optdb
+
+    from lasagne_bn.ops import static_shapes
+
+    optdb.register("lasagne_bn_register_jax", RegisterJaxKernels(), "jax", position=0.05)
+    static_shapes.register()
+
+
+def _register_module(name: str):
+    def register() -> None:
+        importlib.import_module(name).register()
+
+    return register
+
+
+#: group -> (groups it needs first, its registration)
+GROUPS = {
+    "jax": ((), _register_jax),
+    "bn": (("jax",), _register_module("lasagne_bn.ops.bn_fold_rewrite")),
+    "conv": (("jax",), _register_module("lasagne_bn.ops.conv_rewrites")),
+    "pool": (("jax",), _register_module("lasagne_bn.ops.pool_rewrites")),
+    "aliasing": ((), _register_module("lasagne_bn._aliasing")),
+}
+
+_done: set[str] = set()
+_lock = threading.RLock()
+
+
+def ensure_registered(*groups: str) -> None:
+    """Register the rewrites of ``groups`` (see the module docstring), once per process."""
+    if _done.issuperset(groups):  # the common case: one set test per make_node
+        return
+    with _lock:
+        for group in groups:
+            if group in _done:
+                continue
+            if group not in GROUPS:
+                raise ValueError(f"group={group!r}: expected one of {sorted(GROUPS)}")
+            needs, register = GROUPS[group]
+            ensure_registered(*needs)
+            register()
+            _done.add(group)
+
+
+def register_rewrites() -> None:
+    """Register every rewrite of this package now (all groups)."""
+    ensure_registered(*GROUPS)
+
+
+def registered() -> set[str]:
+    """The groups registered so far in this process."""
+    return set(_done)

@@ -8,7 +8,8 @@ traced slice bound or size (``IndexError: Slice entries must be static
 integers``).  Legacy code builds such graphs everywhere (ResNet shortcuts
 that subsample and zero-pad, ``T.arange(y.shape[0])`` in losses).
 
-A first rewrite (``lasagne_bn_jax_inline_ofg``) inlines ``OpFromGraph``
+A first rewrite (``lasagne_bn_jax_inline_ofg``; both are registered by
+:func:`lasagne_bn.ops.rewrites.ensure_registered`, not at import) inlines ``OpFromGraph``
 nodes, so that shape arithmetic inside them (``pt.pad`` and its gradient)
 is visible.  The rewrite ``lasagne_bn_jax_static_shapes`` (JAX mode only) finds each
 value computed from shapes and constants alone (scalars, and shape
@@ -222,11 +223,15 @@ def local_inline_ofg_for_jax(fgraph, node):
     return inline_ofg_node(node)
 
 
-# Before PyTensor's first merge and canonicalization, so the inlined graphs
-# are simplified (constants folded) like the rest.
-optdb.register(
-    "lasagne_bn_jax_inline_ofg", dfs_rewriter(local_inline_ofg_for_jax), "jax", position=-0.005
-)
-
-# After PyTensor's own JAX shape rewrites (100) and ours for convolutions.
-optdb.register("lasagne_bn_jax_static_shapes", StaticShapeArithmetic(), "jax", position=101)
+def register() -> None:
+    """Add both rewrites to ``optdb`` (JAX mode only); see :mod:`lasagne_bn.ops.rewrites`."""
+    # Before PyTensor's first merge and canonicalization, so the inlined
+    # graphs are simplified (constants folded) like the rest.
+    optdb.register(
+        "lasagne_bn_jax_inline_ofg",
+        dfs_rewriter(local_inline_ofg_for_jax),
+        "jax",
+        position=-0.005,
+    )
+    # After PyTensor's own JAX shape rewrites (100) and ours for convolutions.
+    optdb.register("lasagne_bn_jax_static_shapes", StaticShapeArithmetic(), "jax", position=101)

@@ -48,6 +48,7 @@ from pytensor.tensor.basic import get_underlying_scalar_constant_value
 from pytensor.tensor.exceptions import NotScalarConstantError
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
+from lasagne_bn.ops.rewrites import ensure_registered
 
 __all__ = [
     "ALPHA",
@@ -376,6 +377,7 @@ class RangeCheck(COp):
         return f"RangeCheck{{{self.rule.name} in {self.rule.describe()}}}"
 
     def make_node(self, value):
+        ensure_registered("jax")  # the JAX kernels, once per process
         value = pt.as_tensor_variable(value)
         if value.ndim != 0:
             raise ValueError(f"{self.rule.name} must be a scalar, got a {value.ndim}-d tensor")

@@ -1,4 +1,4 @@
-"""Large freed buffers stay in the process (lasagne_bn.ops.host_memory)."""
+"""Large freed buffers stay in the process, when asked (lasagne_bn.ops.host_memory)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,12 @@ FAULTS_PER_STEP = """
 import ctypes, resource, sys
 ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE
 import numpy as np
-if sys.argv[1] == "ops":
-    import lasagne_bn.ops
+import lasagne_bn.ops
+from lasagne_bn.ops import host_memory
+if sys.argv[1] == "recycle":
+    lasagne_bn.ops.recycle_host_memory()
+elif sys.argv[1] == "cli-default":
+    host_memory.recycle_unless_configured()
 def step():
     a = np.empty(10 * 2**20, np.float32)
     a.fill(1.0)
@@ -33,9 +37,9 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5)
 """
 
 
-def faults_per_step(*, import_ops: bool, env: dict | None = None) -> float:
+def faults_per_step(how: str = "import", env: dict | None = None) -> float:
     proc = subprocess.run(
-        [sys.executable, "-c", FAULTS_PER_STEP, "ops" if import_ops else "plain"],
+        [sys.executable, "-c", FAULTS_PER_STEP, how],
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
@@ -45,23 +49,23 @@ def faults_per_step(*, import_ops: bool, env: dict | None = None) -> float:
 
 
 @pytest.fixture(scope="module")
-def without_ops() -> float:
-    return faults_per_step(import_ops=False)
+def imported_only() -> float:
+    return faults_per_step("import")
 
 
-def test_default_glibc_faults_a_big_array_in_every_time(without_ops):
-    assert without_ops >= 10240
+def test_importing_the_ops_leaves_glibc_alone(imported_only):
+    # glibc's default: a fresh mmap, every page faulted in, every step
+    assert imported_only >= 10240
 
 
-def test_importing_the_ops_recycles_big_buffers(without_ops):
-    assert faults_per_step(import_ops=True) < 0.05 * without_ops
+def test_recycle_host_memory_keeps_big_buffers(imported_only):
+    assert faults_per_step("recycle") < 0.05 * imported_only
 
 
-@pytest.mark.parametrize(
-    "env", [{"LASAGNE_BN_RECYCLE_MEMORY": "0"}, {"MALLOC_TRIM_THRESHOLD_": "131072"}]
-)
-def test_the_user_can_keep_glibcs_own_settings(env, without_ops):
-    assert faults_per_step(import_ops=True, env=env) >= 0.9 * without_ops
+def test_the_commands_default_recycles_unless_the_user_set_glibc(imported_only):
+    assert faults_per_step("cli-default") < 0.05 * imported_only
+    env = {"MALLOC_TRIM_THRESHOLD_": "131072"}
+    assert faults_per_step("cli-default", env=env) >= 0.9 * imported_only
 
 
 @pytest.mark.parametrize(
