@@ -559,8 +559,8 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
 #
 # Numba allocates with plain malloc (mmap for big arrays); the kernels'
 # threads then fault the pages in 4 KiB at a time, serialized on the
-# process's memory map: writing a fresh 50 MB output took 22 ms instead of
-# 4 ms.  NumPy madvises its large arrays for huge pages; we do the same.
+# process's memory map, which can cost several times the write itself.
+# NumPy madvises its large arrays for huge pages; we do the same.
 
 _MADV_HUGEPAGE = 14 if sys.platform.startswith("linux") else -1
 _HUGE = 2 * 1024 * 1024

@@ -6,8 +6,9 @@ threading layer (libgomp), a launch wakes the pool's workers, the caller
 waits at a barrier for the slowest, and every worker then spins for a few
 milliseconds before it sleeps.  On a quiet machine that is a few
 microseconds; on a machine whose cores are busy with other processes the
-worker the caller waits for may not be scheduled for a whole time slice, and
-a kernel that takes 2 ms on one thread took 100 ms on two.  So each kernel's
+worker the caller waits for may not be scheduled for a whole time slice, so
+a millisecond kernel can take a hundred times longer on two threads than on
+one (``bn_bench.py --contend`` measures it).  So each kernel's
 C entry point asks :func:`threads_for` before it runs:
 
 - one thread when the work is small (below the kernel family's
