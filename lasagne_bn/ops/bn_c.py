@@ -44,11 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
+from lasagne_bn.ops import c_common
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
 #: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
 #: an edited kernel or glue can never be served stale.
-C_CODE_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+C_CODE_VERSION = (
+    hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + c_common.C_COMMON_VERSION
+)
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
@@ -474,21 +477,6 @@ static void lbn_write_vector(PyArrayObject* out, const double* src, npy_intp n)
     }
 }
 
-/* Make *out a writable C-contiguous array of `dims` and `type`, reusing the
-   previous one when it fits (as PyTensor's own C Ops do). */
-static int lbn_prepare_output(PyArrayObject** out, int nd, const npy_intp* dims, int type)
-{
-    if (*out != NULL && PyArray_NDIM(*out) == nd && PyArray_TYPE(*out) == type
-        && PyArray_IS_C_CONTIGUOUS(*out) && PyArray_ISWRITEABLE(*out)) {
-        int same = 1;
-        for (int i = 0; i < nd; ++i) same = same && PyArray_DIMS(*out)[i] == dims[i];
-        if (same) return 0;
-    }
-    Py_XDECREF(*out);
-    *out = (PyArrayObject*)PyArray_EMPTY(nd, (npy_intp*)dims, type, 0);
-    return *out == NULL ? -1 : 0;
-}
-
 /* The input as a C-contiguous array in the order `perm` (kept axes first when
    they are not adjacent); `perm` NULL: the input's own order. New reference. */
 static PyArrayObject* lbn_contiguous(PyArrayObject* x, const int* perm, int nd)
@@ -569,8 +557,8 @@ static void lbn_raise_like_perform(const char* kind, PyObject* axes, PyObject** 
 """
 
 
-def support_code() -> str:
-    """The C support code shared by the four Ops (PyTensor deduplicates it)."""
+def support_code() -> list[str]:
+    """The C support code of the four Ops (PyTensor adds each block once per module)."""
     kernels = "".join(
         _KERNELS.replace("$T", t).replace("$W", t).replace("$S", s)
         for t, s in (("float", "f32"), ("double", "f64"))
@@ -578,7 +566,7 @@ def support_code() -> str:
     common = _COMMON % {"min_per_thread": MIN_ELEMENTS_PER_THREAD}
     # The kernels need lbn_task; lbn_run_task needs the kernels.
     head, tail = common.split("static void lbn_run_task", 1)
-    return head + kernels + "static void lbn_run_task" + tail
+    return [c_common.OUTPUT_SUPPORT, head + kernels + "static void lbn_run_task" + tail]
 
 
 # --------------------------------------------------------------------------
@@ -610,12 +598,8 @@ def raise_like_perform(kind: str, axes: tuple[int, ...], *inputs) -> None:
 
 
 def _dtype_code(dtype: str) -> str:
-    if dtype == "float32":
-        return "NPY_FLOAT32"
-    if dtype == "float64":
-        return "NPY_FLOAT64"
     # float16: CVM runs perform for this node instead.
-    raise NotImplementedError(f"lasagne_bn has no C code for {dtype} batch normalization")
+    return c_common.dtype_code(dtype, "batch normalization")
 
 
 class _Glue:
