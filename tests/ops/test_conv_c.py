@@ -91,6 +91,7 @@ def test_c_runtime_errors_are_performs():
         f(x, w, dy, (x.shape[2] + 1, x.shape[3]), w.shape[2:])  # input size/top size mismatch
 
 
+@pytest.mark.filterwarnings("ignore:Numba will use object mode")
 def test_float16_falls_back_to_perform_under_cvm():
     x = pt.tensor4("x", dtype="float16")
     w = pt.tensor4("w", dtype="float16")
