@@ -81,6 +81,7 @@ def test_c_matches_numpy_reference(name, mode):
             np.testing.assert_allclose(g, r, **tol)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
 def test_nan_and_inf_follow_the_reference():
     name = "2d_pad_f64"
     x = np.random.default_rng(0).normal(size=CASES[name][0])
