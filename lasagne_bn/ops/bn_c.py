@@ -280,27 +280,6 @@ _COMMON = r"""
 
 #define LBN_MIN_PER_THREAD ((npy_intp)%(min_per_thread)d)
 
-/* Threads one large tensor may use: LASAGNE_BN_C_THREADS, else the CPUs in
-   this process's affinity mask, at most 4 (read once per compiled module). */
-static int lbn_max_threads(void)
-{
-    static int n = 0;
-    if (n == 0) {
-        int want = 0;
-        const char* env = getenv("LASAGNE_BN_C_THREADS");
-        if (env != NULL && env[0] != '\0') want = atoi(env);
-        if (want < 1) {
-            cpu_set_t set;
-            want = 1;
-            if (sched_getaffinity(0, sizeof(set), &set) == 0) want = CPU_COUNT(&set);
-            if (want > 4) want = 4;
-            if (want < 1) want = 1;
-        }
-        n = want;
-    }
-    return n;
-}
-
 /* Eight doubles as one vector (one AVX-512 register, two AVX ones; GCC
    emulates it where there is no SIMD). */
 typedef double lbn_v8d __attribute__((vector_size(64)));
@@ -566,7 +545,8 @@ def support_code() -> list[str]:
     common = _COMMON % {"min_per_thread": MIN_ELEMENTS_PER_THREAD}
     # The kernels need lbn_task; lbn_run_task needs the kernels.
     head, tail = common.split("static void lbn_run_task", 1)
-    return [c_common.OUTPUT_SUPPORT, head + kernels + "static void lbn_run_task" + tail]
+    own = head + kernels + "static void lbn_run_task" + tail
+    return [c_common.OUTPUT_SUPPORT, c_common.THREADS_SUPPORT, own]
 
 
 # --------------------------------------------------------------------------

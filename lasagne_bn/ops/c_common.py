@@ -9,6 +9,9 @@ is defined once, where copies under one name would collide.
 - :data:`OUTPUT_SUPPORT`: output allocation (``lbn_prepare_output``) and
   ``lbn_raise_from_python``, which raises a Python module's error (the
   NumPy reference's own message) from C;
+- :data:`THREADS_SUPPORT`: ``lbn_max_threads()``, how many threads one call
+  may start (``LASAGNE_BN_C_THREADS``, else the CPUs of the process's
+  affinity mask, at most 4);
 - :data:`BLAS_SUPPORT`: single and double precision GEMM, row-major, through
   the function pointers SciPy exports (``scipy.linalg.cython_blas``): no
   BLAS is linked, so the C code works wherever SciPy does, even where
@@ -76,6 +79,34 @@ static void lbn_raise_from_python(const char* module_name, const char* kind, con
 """
 
 
+THREADS_SUPPORT = r"""
+#include <stdlib.h>
+#include <pthread.h>
+#include <sched.h>
+
+/* Threads one large tensor may use: LASAGNE_BN_C_THREADS, else the CPUs in
+   this process's affinity mask, at most 4 (read once per compiled module). */
+static int lbn_max_threads(void)
+{
+    static int n = 0;
+    if (n == 0) {
+        int want = 0;
+        const char* env = getenv("LASAGNE_BN_C_THREADS");
+        if (env != NULL && env[0] != '\0') want = atoi(env);
+        if (want < 1) {
+            cpu_set_t set;
+            want = 1;
+            if (sched_getaffinity(0, sizeof(set), &set) == 0) want = CPU_COUNT(&set);
+            if (want > 4) want = 4;
+            if (want < 1) want = 1;
+        }
+        n = want;
+    }
+    return n;
+}
+"""
+
+
 BLAS_SUPPORT = r"""
 #include <limits.h>
 /* Fortran (LP64) GEMM as scipy.linalg.cython_blas exports it. */
@@ -114,6 +145,17 @@ static int lbn_blas_init(void)
     Py_XDECREF(m);
     if (!ok) { lbn_sgemm_ptr = NULL; lbn_dgemm_ptr = NULL; }
     return ok ? 0 : -1;
+}
+
+/* Columns per GEMM call that keep m * cols * k at most 2^18: OpenBLAS runs
+   such a call on the calling thread.  A larger one it splits over its own
+   threads, which spin between calls: on a loaded machine a convolution made
+   of many such calls ran 25x slower.  0 when even 16 columns are too many. */
+static npy_intp lbn_gemm_cols_single(npy_intp m, npy_intp k)
+{
+    const npy_intp mk = m * k > 0 ? m * k : 1;
+    const npy_intp cols = ((npy_intp)1 << 18) / mk;
+    return cols >= 16 ? cols : 0;
 }
 
 /* 1 if every size fits the LP64 BLAS's int, else 0 with a Python error. */

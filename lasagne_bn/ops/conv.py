@@ -597,7 +597,10 @@ class _ConvOp(COp):
         return conv_c.support_code()
 
     def c_headers(self, **kwargs):
-        return ["<stdlib.h>", "<string.h>", "<limits.h>"]
+        return ["<stdlib.h>", "<string.h>", "<limits.h>", "<pthread.h>", "<sched.h>"]
+
+    def c_libraries(self, **kwargs):
+        return ["pthread"]
 
     def c_code(self, node, name, inputs, outputs, sub):
         return conv_c.conv_code(self, node, name, inputs, outputs, sub)

@@ -14,8 +14,12 @@ docstring of :mod:`lasagne_bn.ops.conv` (2-D is 3-D with a depth of one):
 A 1x1 filter with stride 1 and no padding uses the image itself as
 ``col``.  The filters are flipped (``filter_flip=True``) into a small
 buffer first.  GEMM is SciPy's BLAS (:data:`lasagne_bn.ops.c_common.BLAS_SUPPORT`),
-which splits a large product over its own threads; the ``im2col`` copies
-run on the calling thread.  Inputs that are not C-contiguous are copied
+called on column blocks small enough that OpenBLAS runs them on the
+calling thread (its own threads spin between calls and made a convolution
+25x slower on a loaded machine); the batch is split over threads started
+for the call, as in :mod:`lasagne_bn.ops.bn_c` (``LASAGNE_BN_C_THREADS``).
+Filters too large for such blocks go to OpenBLAS whole, on one thread of
+ours.  Inputs that are not C-contiguous are copied
 first.  Computation is in the input's precision, as ``perform``'s
 ``tensordot``; float16 has no C code (``CVM`` runs ``perform``).
 
@@ -122,46 +126,109 @@ static void lcv_orient_$S(const $T* w, const lcv_geom* g, npy_intp rows, int fli
         for (npy_intp t = 0; t < K; ++t) wo[r * K + t] = w[r * K + (K - 1 - t)];
 }
 
-/* kind 0: out = conv(x, w); 1: x = grad wrt inputs of (w, y); 2: w = grad wrt
-   filters of (x, y).  Arrays are C-contiguous; w is already oriented for 0/1
-   and receives the oriented gradient for 2.  Returns -1 on no memory. */
-static int lcv_run_$S(int kind, const lcv_geom* g, $T* x, $T* w, $T* y)
+/* Samples [t->n0, t->n1) of lcv_run's work, with this task's own buffers. */
+static void lcv_task_$S(lcv_task* t)
 {
+    const lcv_geom* g = t->g;
+    const int kind = t->kind;
     const npy_intp G = g->G, Cg = g->C / G, Fg = g->F / G;
     const npy_intp K = g->k[0] * g->k[1] * g->k[2];
     const npy_intp CK = Cg * K;
     const npy_intp P = g->out[0] * g->out[1] * g->out[2];
     const npy_intp I = g->in[0] * g->in[1] * g->in[2];
-    const int direct = K == 1 && g->st[0] == 1 && g->st[1] == 1 && g->st[2] == 1
-                       && g->pad[0] == 0 && g->pad[1] == 0 && g->pad[2] == 0;
+    const npy_intp nc = t->nc;
+    $T* x = ($T*)t->x;
+    $T* y = ($T*)t->y;
+    $T* w = ($T*)(kind == 2 ? t->dw : t->w);
     $T* col = NULL;
-    if (!direct) {
+    if (!t->direct) {
         col = ($T*)malloc((size_t)(CK * P + 1) * sizeof($T));
-        if (col == NULL) return -1;
+        if (col == NULL) { t->err = 1; return; }
     }
-    if (kind == 1) memset(x, 0, (size_t)(g->N * g->C * I) * sizeof($T));
     if (kind == 2) memset(w, 0, (size_t)(g->F * CK) * sizeof($T));
-    for (npy_intp n = 0; n < g->N; ++n)
+    for (npy_intp n = t->n0; n < t->n1; ++n)
         for (npy_intp gi = 0; gi < G; ++gi) {
             $T* xs = x + (n * g->C + gi * Cg) * I;
             $T* ys = y + (n * g->F + gi * Fg) * P;
             $T* ws = w + gi * Fg * CK;
-            if (kind == 0) {
-                const $T* c = direct ? xs : col;
-                if (!direct) lcv_im2col_$S(xs, g, Cg, col);
-                lbn_gemm_$S('N', 'N', Fg, P, CK, 1, ws, CK, c, P, 0, ys, P);
-            } else if (kind == 1) {
-                /* direct: x has the layout of col, and is written at once */
-                lbn_gemm_$S('T', 'N', CK, P, Fg, 1, ws, CK, ys, P, 0, direct ? xs : col, P);
-                if (!direct) lcv_col2im_$S(col, g, Cg, xs);
-            } else {
-                const $T* c = direct ? xs : col;
-                if (!direct) lcv_im2col_$S(xs, g, Cg, col);
-                lbn_gemm_$S('N', 'T', Fg, CK, P, 1, ys, P, c, P, 1, ws, CK);
+            $T* c = t->direct ? xs : col;
+            if (kind != 1 && !t->direct) lcv_im2col_$S(xs, g, Cg, col);
+            for (npy_intp p0 = 0; p0 < P; p0 += nc) {
+                const npy_intp pc = P - p0 < nc ? P - p0 : nc;
+                if (kind == 0)
+                    lbn_gemm_$S('N', 'N', Fg, pc, CK, 1, ws, CK, c + p0, P, 0, ys + p0, P);
+                else if (kind == 1)  /* direct: x has col's layout and is written at once */
+                    lbn_gemm_$S('T', 'N', CK, pc, Fg, 1, ws, CK, ys + p0, P, 0, c + p0, P);
+                else
+                    lbn_gemm_$S('N', 'T', Fg, CK, pc, 1, ys + p0, P, c + p0, P, 1, ws, CK);
             }
+            if (kind == 1 && !t->direct) lcv_col2im_$S(col, g, Cg, xs);
         }
     free(col);
-    return 0;
+}
+
+static void* lcv_thread_$S(void* arg)
+{
+    lcv_task_$S((lcv_task*)arg);
+    return NULL;
+}
+
+/* kind 0: out = conv(x, w); 1: x = grad wrt inputs of (w, y); 2: w = grad wrt
+   filters of (x, y).  Arrays are C-contiguous; w is already oriented for 0/1
+   and receives the oriented gradient for 2.  The batch is split over up to
+   lbn_max_threads() threads when OpenBLAS runs every GEMM call on its
+   caller's thread (see lbn_gemm_cols_single); else one thread makes whole
+   GEMM calls and OpenBLAS splits them.  Returns -1 on no memory. */
+static int lcv_run_$S(int kind, const lcv_geom* g, $T* x, $T* w, $T* y)
+{
+    const npy_intp Cg = g->C / g->G, Fg = g->F / g->G;
+    const npy_intp K = g->k[0] * g->k[1] * g->k[2];
+    const npy_intp P = g->out[0] * g->out[1] * g->out[2];
+    const npy_intp I = g->in[0] * g->in[1] * g->in[2];
+    const npy_intp W = g->F * Cg * K;
+    npy_intp nc = lbn_gemm_cols_single(Fg, Cg * K);
+    int n = nc > 0 ? lbn_max_threads() : 1;
+    if (nc == 0) nc = P > 0 ? P : 1;
+    if (n > 16) n = 16;
+    if (n > g->N) n = (int)g->N;
+    if ((double)g->N * (double)P * (double)W < (double)LCV_MIN_MACS_PER_THREAD * n)
+        n = (int)((double)g->N * (double)P * (double)W / LCV_MIN_MACS_PER_THREAD);
+    if (n < 1) n = 1;
+    lcv_task tasks[16];
+    pthread_t ids[16];
+    int started[16];
+    $T* partial = NULL;
+    if (kind == 2 && n > 1) {
+        partial = ($T*)malloc((size_t)((n - 1) * W + 1) * sizeof($T));
+        if (partial == NULL) n = 1;
+    }
+    if (kind == 1) memset(x, 0, (size_t)(g->N * g->C * I) * sizeof($T));
+    for (int i = 0; i < n; ++i) {
+        lcv_task* t = &tasks[i];
+        t->kind = kind; t->g = g; t->x = x; t->w = w; t->y = y; t->nc = nc; t->err = 0;
+        t->direct = K == 1 && g->st[0] == 1 && g->st[1] == 1 && g->st[2] == 1
+                    && g->pad[0] == 0 && g->pad[1] == 0 && g->pad[2] == 0;
+        t->n0 = g->N * i / n;
+        t->n1 = g->N * (i + 1) / n;
+        t->dw = i == 0 ? (void*)w : (void*)(partial + (i - 1) * W);
+    }
+    for (int i = 1; i < n; ++i)
+        started[i] = pthread_create(&ids[i], NULL, lcv_thread_$S, &tasks[i]) == 0;
+    lcv_task_$S(&tasks[0]);
+    int err = tasks[0].err;
+    for (int i = 1; i < n; ++i) {
+        if (started[i]) pthread_join(ids[i], NULL);
+        else lcv_task_$S(&tasks[i]);
+        err |= tasks[i].err;
+    }
+    if (partial != NULL) {
+        for (int i = 1; i < n; ++i) {
+            const $T* p = partial + (i - 1) * W;
+            for (npy_intp j = 0; j < W; ++j) w[j] += p[j];
+        }
+        free(partial);
+    }
+    return err ? -1 : 0;
 }
 """
 
@@ -175,6 +242,21 @@ typedef struct {
     npy_intp in[3], k[3], out[3];  /* image, filter and output spatial sizes */
     npy_intp st[3], dil[3], pad[3];  /* strides, dilations, padding before */
 } lcv_geom;
+
+/* Multiply-adds below which one more thread does not pay. */
+#define LCV_MIN_MACS_PER_THREAD (1 << 22)
+
+/* One thread's share of a convolution (samples [n0, n1)). */
+typedef struct {
+    int kind, direct, err;
+    const lcv_geom* g;
+    void* x;
+    void* w;
+    void* y;
+    void* dw;       /* kind 2: this task's filter-gradient sums */
+    npy_intp n0, n1;
+    npy_intp nc;    /* columns per GEMM call */
+} lcv_task;
 
 /* Output positions o in [lo, hi) of [0, n) read o * st + off inside [0, size). */
 static void lcv_valid_range(npy_intp off, npy_intp st, npy_intp size, npy_intp n,
@@ -194,7 +276,12 @@ def support_code() -> list[str]:
     """The C support code of the convolution Ops (one block per concern)."""
     types = (("float", "f32"), ("double", "f64"))
     kernels = "".join(_KERNELS.replace("$T", t).replace("$S", s) for t, s in types)
-    return [c_common.OUTPUT_SUPPORT, c_common.BLAS_SUPPORT, _COMMON + kernels]
+    return [
+        c_common.OUTPUT_SUPPORT,
+        c_common.THREADS_SUPPORT,
+        c_common.BLAS_SUPPORT,
+        _COMMON + kernels,
+    ]
 
 
 # --------------------------------------------------------------------------

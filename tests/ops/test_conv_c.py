@@ -162,3 +162,23 @@ def test_small_cnn_trains_a_step_in_mode_c_as_in_the_default_mode():
     np.testing.assert_allclose(l1, l0, rtol=1e-4)
     for a, b in zip(v1, v0, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_split_over_threads_matches_reference():
+    """Enough work for several threads: each has its own buffers and filter-gradient sums."""
+    p = conv.ConvParams("half", (1, 1), True, (1, 1), 1)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, 16, 16, 16)).astype("float32")
+    w = rng.normal(size=(16, 16, 3, 3)).astype("float32")
+    dy = rng.normal(size=(6, 16, 16, 16)).astype("float32")
+    xt, wt, dt = (pt.tensor4(n) for n in "xwd")
+    y = conv.conv2d(xt, wt, border_mode="half")
+    gx, gw = pytensor.grad((y * dt).sum(), [xt, wt])
+    got = pytensor.function([xt, wt, dt], [y, gx, gw], mode="C")(x, w, dy)
+    refs = [
+        conv.np_conv(x, w, p),
+        conv.np_conv_grad_inputs(w, dy, x.shape[2:], p),
+        conv.np_conv_grad_weights(x, dy, w.shape[2:], p),
+    ]
+    for g, r in zip(got, refs, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-3)
