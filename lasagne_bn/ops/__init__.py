@@ -18,6 +18,7 @@ The parallel kernels pick their thread count per call (see
 """
 
 from lasagne_bn.ops import bn_fold_rewrite as _bn_fold_rewrite  # noqa: F401
+from lasagne_bn.ops import c_gemm as _c_gemm  # noqa: F401
 from lasagne_bn.ops import conv_rewrites as _conv_rewrites  # noqa: F401
 from lasagne_bn.ops import host_memory as _host_memory
 from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
