@@ -165,12 +165,13 @@ def test_small_cnn_trains_a_step_in_mode_c_as_in_the_default_mode():
 
 
 def test_batch_split_over_threads_matches_reference():
-    """Enough work for several threads: each has its own buffers and filter-gradient sums."""
+    """Enough work for two threads or more (4M multiply-adds each, up to the CPUs we may
+    use): each has its own buffers and filter-gradient sums."""
     p = conv.ConvParams("half", (1, 1), True, (1, 1), 1)
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(6, 16, 16, 16)).astype("float32")
+    x = rng.normal(size=(8, 16, 32, 32)).astype("float32")
     w = rng.normal(size=(16, 16, 3, 3)).astype("float32")
-    dy = rng.normal(size=(6, 16, 16, 16)).astype("float32")
+    dy = rng.normal(size=(8, 16, 32, 32)).astype("float32")
     xt, wt, dt = (pt.tensor4(n) for n in "xwd")
     y = conv.conv2d(xt, wt, border_mode="half")
     gx, gw = pytensor.grad((y * dt).sum(), [xt, wt])
