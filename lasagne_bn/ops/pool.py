@@ -41,7 +41,6 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
-from pytensor.graph.op import Op
 from pytensor.link.c.op import COp
 from pytensor.tensor.type import TensorType, integer_dtypes
 
@@ -526,7 +525,7 @@ _KINDS = {
 }
 
 
-class DynamicPool(Op):
+class DynamicPool(COp):
     """Pooling whose ``ws``, ``stride`` and ``pad`` are symbolic int vectors.
 
     Inputs: the arrays of ``kind`` (``'pool'``: ``x``; ``'max_grad'``:
@@ -535,7 +534,8 @@ class DynamicPool(Op):
     values are checked when the function runs (the errors of
     :class:`PoolParams`).  Once the windows are constants, a rewrite swaps
     in the static Ops (:class:`Pool` ...) and their fast kernels; otherwise
-    every backend but JAX (which needs static shapes) runs the NumPy code.
+    every backend but JAX (which needs static shapes) runs the NumPy code,
+    or the C code under ``C`` / ``CVM``.
     """
 
     __props__ = ("kind", "nd", "ignore_border", "mode")
@@ -659,6 +659,18 @@ class DynamicPool(Op):
 
     def _sibling(self, kind):
         return DynamicPool(kind, self.nd, self.ignore_border, self.mode)
+
+    def c_support_code(self, **kwargs):
+        return pool_c.support_code()
+
+    def c_headers(self, **kwargs):
+        return ["<math.h>", "<string.h>"]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
+
+    def c_code_cache_version(self):
+        return (pool_c.C_CODE_VERSION,)
 
 
 def _static_ints(v):

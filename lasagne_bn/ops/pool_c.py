@@ -6,7 +6,9 @@
 here, for up to three pooled axes (more: no C code, ``CVM`` runs
 ``perform``).  The leading axes are one batch of rows; each output is one
 window, walked in row-major tap order, so the results are those of the
-NumPy ``perform`` (:mod:`lasagne_bn.ops.pool`):
+NumPy ``perform`` (:mod:`lasagne_bn.ops.pool`).  :class:`~lasagne_bn.ops.pool.DynamicPool`
+(windows given as inputs) runs the same code with the windows read, and
+checked, when it is called:
 
 - max: padding never wins, a NaN in the window is the maximum;
 - sum / averages: the sum of the window's input values, divided by the
@@ -176,6 +178,9 @@ def raise_like_perform(kind: str, props: str, *inputs) -> None:
     """
     from lasagne_bn.ops import pool
 
+    if kind == "dynamic":  # DynamicPool: windows (checked here) and arrays
+        pool.DynamicPool(**ast.literal_eval(props)).perform(None, list(inputs), [[None]])
+        return
     p = pool.PoolParams(**ast.literal_eval(props))
     if kind == "max_grad":
         pool.np_max_pool_grad(*inputs, p)
@@ -188,6 +193,8 @@ def raise_like_perform(kind: str, props: str, *inputs) -> None:
 # --------------------------------------------------------------------------
 # per-node glue
 
+_DYNAMIC_KINDS = {"pool": 0, "max_grad": 1, "max_grad_grad": 2, "average_grad": 3}
+
 _MODES = {"max": 0, "sum": 1, "average_inc_pad": 2, "average_exc_pad": 3}
 
 
@@ -195,7 +202,16 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     """``c_code`` of the pooling Ops (``op.c_kind``: 0 pool, 1/2 max grads, 3 average grad)."""
     dtype = node.inputs[0].type.dtype
     tnum = c_common.dtype_code(dtype, "pooling")
-    nd = len(op.ws)
+    dynamic = isinstance(getattr(op, "kind", None), str)  # DynamicPool: windows are inputs
+    if dynamic:
+        nd = op.nd
+        kind = _DYNAMIC_KINDS[op.kind]
+        windows = inputs[-3:]
+        all_inputs, inputs = inputs, inputs[:-3]
+    else:
+        nd = len(op.ws)
+        kind = op.c_kind
+        all_inputs = inputs
     if nd > MAX_POOLED_AXES:
         raise NotImplementedError(f"lasagne_bn has no C code for pooling over {nd} axes")
     sfx = "f32" if dtype == "float32" else "f64"
@@ -203,7 +219,6 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     ndim = node.inputs[0].type.ndim
     lead = ndim - nd
     off = 3 - nd
-    kind = op.c_kind
     fail = sub["fail"]
     (out,) = outputs
     x = inputs[0]
@@ -223,8 +238,29 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
         checks.append(f"!PyArray_SAMESHAPE({v}, {x})")
     check = " || ".join(checks) or "0"
     kind_name = {1: "max_grad", 2: "max_grad_grad", 3: "average_grad"}.get(kind, "pool")
+    if dynamic:
+        kind_name = "dynamic"
     props = repr(op._props_dict()).replace("\\", "\\\\").replace('"', '\\"')
-    raise_items = ", ".join(f"(PyObject*){v}" for v in inputs)
+    raise_items = ", ".join(f"(PyObject*){v}" for v in all_inputs)
+    if dynamic:
+        ws_v, st_v, pad_v = windows
+        window_code = f"""
+    if (PyArray_SIZE({ws_v}) != {nd} || PyArray_SIZE({st_v}) != {nd}
+        || PyArray_SIZE({pad_v}) != {nd}) {{
+        lpl_bad = 1;
+    }} else {{
+        for (int i = 0; i < {nd}; ++i) {{
+            g.ws[{off} + i] = (npy_intp)*(npy_int64*)PyArray_GETPTR1({ws_v}, i);
+            g.st[{off} + i] = (npy_intp)*(npy_int64*)PyArray_GETPTR1({st_v}, i);
+            g.pad[{off} + i] = (npy_intp)*(npy_int64*)PyArray_GETPTR1({pad_v}, i);
+            if (g.ws[{off} + i] < 1 || g.st[{off} + i] < 1 || g.pad[{off} + i] < 0
+                || g.pad[{off} + i] >= g.ws[{off} + i]
+                || ({int(not op.ignore_border)} && g.pad[{off} + i] != 0))
+                lpl_bad = 1;
+        }}
+    }}"""
+    else:
+        window_code = ""
 
     if kind == 0:
         out_dims = "lpl_odims"
@@ -247,23 +283,24 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     PyArrayObject* lpl_a = NULL;
     PyArrayObject* lpl_b = NULL;
     PyArrayObject* lpl_c = NULL;
-    int lpl_ok = 0;
+    int lpl_ok = 0, lpl_bad = 0;
     memset(&g, 0, sizeof(g));
     {{
-        const npy_intp ws[3] = {{{fill(op.ws, "1")}}};
-        const npy_intp st[3] = {{{fill(op.stride, "1")}}};
-        const npy_intp pad[3] = {{{fill(op.pad, "0")}}};
+        const npy_intp ws[3] = {{{fill((1,) * nd if dynamic else op.ws, "1")}}};
+        const npy_intp st[3] = {{{fill((1,) * nd if dynamic else op.stride, "1")}}};
+        const npy_intp pad[3] = {{{fill((0,) * nd if dynamic else op.pad, "0")}}};
         for (int i = 0; i < 3; ++i) {{
             g.ws[i] = ws[i]; g.st[i] = st[i]; g.pad[i] = pad[i]; g.in[i] = 1; g.out[i] = 1;
         }}
     }}
+    {window_code}
     g.mode = {_MODES[op.mode]};
     g.R = 1;
     for (int i = 0; i < {lead}; ++i) {{
         g.R *= PyArray_DIMS({x})[i];
         lpl_odims[i] = PyArray_DIMS({x})[i];
     }}
-    for (int i = {off}; i < 3; ++i) {{
+    for (int i = {off}; i < 3 && !lpl_bad; ++i) {{
         const npy_intp v = PyArray_DIMS({x})[{lead - off} + i] + 2 * g.pad[i];
         npy_intp n;
         g.in[i] = PyArray_DIMS({x})[{lead - off} + i];
@@ -278,10 +315,10 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
         g.out[i] = n;
         lpl_odims[{lead - off} + i] = n;
     }}
-    if ({check}) {{
-        PyObject* lpl_in[{len(inputs)}] = {{{raise_items}}};
+    if (lpl_bad || {check}) {{
+        PyObject* lpl_in[{len(all_inputs)}] = {{{raise_items}}};
         lbn_raise_from_python("lasagne_bn.ops.pool_c", "{kind_name}", "{props}", lpl_in,
-                              {len(inputs)});
+                              {len(all_inputs)});
         {fail}
     }}
     lpl_a = (PyArrayObject*)PyArray_GETCONTIGUOUS({x});

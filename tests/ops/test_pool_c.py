@@ -99,3 +99,30 @@ def test_c_runtime_errors_are_performs():
     xv = np.zeros((1, 1, 4, 4), x.dtype)
     with pytest.raises(ValueError, match=r"maxout has shape \(1, 1, 3, 3\); expected"):
         f(xv, np.zeros((1, 1, 3, 3), x.dtype))
+
+
+@pytest.mark.parametrize("mode", ["max", "average_exc_pad"])
+def test_windows_known_only_at_run_time(mode):
+    """``DynamicPool`` (windows from the input's shape) runs its C code with those windows."""
+    from lasagne_bn.ops.pool import DynamicPool, pool_2d
+
+    x = pt.tensor4("x")
+    ws = (x.shape[2] // 2, x.shape[3] // 2)
+    y = pool_2d(x, ws, ignore_border=False, stride=(1, 2), mode=mode)
+    gx = pytensor.grad((y * pt.sin(y)).sum(), x)
+    f = pytensor.function([x], [y, gx], mode="C")
+    assert any(isinstance(n.op, DynamicPool) for n in f.maker.fgraph.apply_nodes)
+    rng = np.random.default_rng(4)
+    xv = rng.normal(size=(2, 3, 7, 9)).astype(x.dtype)
+    p = pool.PoolParams((3, 4), (1, 2), None, False, mode)
+    ref = pool.np_pool(xv, p)
+    dy = ref * np.cos(ref) + np.sin(ref)
+    if mode == "max":
+        ref_gx = pool.np_max_pool_grad(xv, ref, dy, p)
+    else:
+        ref_gx = pool.np_average_pool_grad(xv.shape, dy, p, xv.dtype)
+    got = f(np.asfortranarray(xv))
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], ref_gx, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="ws="):  # ws = 0 on the rows: PoolParams' error
+        f(xv[:, :, :1])
