@@ -31,8 +31,10 @@ Implementations, each in its own worker process:
   mode, compiled node by node when a graph has more than 128 inputs plus
   outputs or 1000 nodes; the table says which);
 - ``ours/JAX``: mode ``JAX``;
-- ``ours/C``: mode ``C``, or ``CVM`` when mode ``C`` cannot compile the
-  network (the table says which, and why);
+- ``ours/C``: mode ``C`` with the opt-in ``lasagne_bn_scipy_gemm`` rewrites
+  (:func:`lasagne_bn.ops.c_gemm.c_mode`: dense layers and softmax in C without
+  a BLAS), or ``CVM`` when that cannot compile the network (the table says
+  which, and why);
 - ``ours/default-1thread``: the same with ``NUMBA_NUM_THREADS=1`` (what
   the default mode's parallel kernels cost or gain on a shared machine);
 - ``torch``: PyTorch CPU, 2 threads, glibc's default allocator;
@@ -309,7 +311,9 @@ def ours_impl(net: str, cfg: dict, mode_name: str, weights: str) -> dict:
         facts["interface"] = len(train.maker.fgraph.inputs) + len(train.maker.fgraph.outputs)
     elif mode_name == "C":
         try:
-            train, infer, seconds = compile_("C")
+            from lasagne_bn.ops.c_gemm import c_mode
+
+            train, infer, seconds = compile_(c_mode())
             train(*[data[k] for k in train_keys])  # mode C may compile and fail on a call
             for p in lasagne_params(graph):
                 p.set_value(values[p.name])

@@ -8,8 +8,9 @@ from pytensor.compile.mode import Mode
 # with no rewrites at all; "cvm" and "c" are the C backends.
 MODE_NAMES = ["default", "fast_compile", "py", "cvm", "c", "jax"]
 
-# For Ops without C code (convolution, pooling): the whole-graph C linker
-# cannot run them at all; CVM runs their NumPy perform.
+# The convolution and pooling tests' modes: their C code is tested in
+# tests/ops/test_conv_c.py and test_pool_c.py (mode "C" against perform),
+# which keeps the broad parametrised suites from compiling each case twice.
 MODE_NAMES_WITHOUT_C = [name for name in MODE_NAMES if name != "c"]
 
 

@@ -44,15 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
-from lasagne_bn.ops import validation
+from lasagne_bn.ops import c_common, validation
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
 #: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
 #: an edited kernel or glue can never be served stale.
-#: The validation rules are generated into the code too.
-C_CODE_VERSION = hashlib.sha256(
-    Path(__file__).read_bytes() + Path(validation.__file__).read_bytes()
-).hexdigest()[:16]
+#: The validation rules and the shared C code are generated into the code too.
+_SOURCES = Path(__file__).read_bytes() + Path(validation.__file__).read_bytes()
+C_CODE_VERSION = hashlib.sha256(_SOURCES).hexdigest()[:16] + c_common.C_COMMON_VERSION
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
@@ -281,27 +280,6 @@ _COMMON = r"""
 
 #define LBN_MIN_PER_THREAD ((npy_intp)%(min_per_thread)d)
 
-/* Threads one large tensor may use: LASAGNE_BN_C_THREADS, else the CPUs in
-   this process's affinity mask, at most 4 (read once per compiled module). */
-static int lbn_max_threads(void)
-{
-    static int n = 0;
-    if (n == 0) {
-        int want = 0;
-        const char* env = getenv("LASAGNE_BN_C_THREADS");
-        if (env != NULL && env[0] != '\0') want = atoi(env);
-        if (want < 1) {
-            cpu_set_t set;
-            want = 1;
-            if (sched_getaffinity(0, sizeof(set), &set) == 0) want = CPU_COUNT(&set);
-            if (want > 4) want = 4;
-            if (want < 1) want = 1;
-        }
-        n = want;
-    }
-    return n;
-}
-
 /* Eight doubles as one vector (one AVX-512 register, two AVX ones; GCC
    emulates it where there is no SIMD). */
 typedef double lbn_v8d __attribute__((vector_size(64)));
@@ -478,21 +456,6 @@ static void lbn_write_vector(PyArrayObject* out, const double* src, npy_intp n)
     }
 }
 
-/* Make *out a writable C-contiguous array of `dims` and `type`, reusing the
-   previous one when it fits (as PyTensor's own C Ops do). */
-static int lbn_prepare_output(PyArrayObject** out, int nd, const npy_intp* dims, int type)
-{
-    if (*out != NULL && PyArray_NDIM(*out) == nd && PyArray_TYPE(*out) == type
-        && PyArray_IS_C_CONTIGUOUS(*out) && PyArray_ISWRITEABLE(*out)) {
-        int same = 1;
-        for (int i = 0; i < nd; ++i) same = same && PyArray_DIMS(*out)[i] == dims[i];
-        if (same) return 0;
-    }
-    Py_XDECREF(*out);
-    *out = (PyArrayObject*)PyArray_EMPTY(nd, (npy_intp*)dims, type, 0);
-    return *out == NULL ? -1 : 0;
-}
-
 /* The input as a C-contiguous array in the order `perm` (kept axes first when
    they are not adjacent); `perm` NULL: the input's own order. New reference. */
 static PyArrayObject* lbn_contiguous(PyArrayObject* x, const int* perm, int nd)
@@ -573,8 +536,8 @@ static void lbn_raise_like_perform(const char* kind, PyObject* axes, PyObject** 
 """
 
 
-def support_code() -> str:
-    """The C support code shared by the four Ops (PyTensor deduplicates it)."""
+def support_code() -> list[str]:
+    """The C support code of the four Ops (PyTensor adds each block once per module)."""
     kernels = "".join(
         _KERNELS.replace("$T", t).replace("$W", t).replace("$S", s)
         for t, s in (("float", "f32"), ("double", "f64"))
@@ -582,7 +545,8 @@ def support_code() -> str:
     common = _COMMON % {"min_per_thread": MIN_ELEMENTS_PER_THREAD}
     # The kernels need lbn_task; lbn_run_task needs the kernels.
     head, tail = common.split("static void lbn_run_task", 1)
-    return head + kernels + "static void lbn_run_task" + tail
+    own = head + kernels + "static void lbn_run_task" + tail
+    return [c_common.OUTPUT_SUPPORT, c_common.THREADS_SUPPORT, own]
 
 
 # --------------------------------------------------------------------------
@@ -614,12 +578,8 @@ def raise_like_perform(kind: str, axes: tuple[int, ...], *inputs) -> None:
 
 
 def _dtype_code(dtype: str) -> str:
-    if dtype == "float32":
-        return "NPY_FLOAT32"
-    if dtype == "float64":
-        return "NPY_FLOAT64"
     # float16: CVM runs perform for this node instead.
-    raise NotImplementedError(f"lasagne_bn has no C code for {dtype} batch normalization")
+    return c_common.dtype_code(dtype, "batch normalization")
 
 
 class _Glue:

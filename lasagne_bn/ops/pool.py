@@ -41,10 +41,11 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
-from pytensor.graph.op import Op
+from pytensor.link.c.op import COp
 from pytensor.tensor.type import TensorType, integer_dtypes
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
+from lasagne_bn.ops import pool_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import as_int_tuple, static_or
 from lasagne_bn.ops.rewrites import ensure_registered
@@ -301,9 +302,15 @@ def np_average_pool_grad(x_shape, gz, p: PoolParams, dtype) -> np.ndarray:
 # Ops with static windows
 
 
-class _PoolOp(Op):
+class _PoolOp(COp):
+    """Shared parameters of the static-window pooling Ops.
+
+    Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.pool_c`.
+    """
+
     __props__ = ("ws", "stride", "pad", "ignore_border", "mode")
     _label = "Pool{}d"  # the printed name, by the number of pooled axes
+    c_kind = 0  # what pool_c computes: 0 pool, 1 max grad, 2 max grad grad, 3 average grad
 
     def __setstate__(self, state):
         # An unpickled graph (a pickled function) calls no make_node.
@@ -340,6 +347,18 @@ class _PoolOp(Op):
     def out_type(self, x: Variable) -> TensorType:
         shape = pool_output_shape(x.type.shape, self.ws, self.stride, self.pad, self.ignore_border)
         return TensorType(x.type.dtype, shape=shape)
+
+    def c_support_code(self, **kwargs):
+        return pool_c.support_code()
+
+    def c_headers(self, **kwargs):
+        return ["<math.h>", "<string.h>"]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
+
+    def c_code_cache_version(self):
+        return (pool_c.C_CODE_VERSION,)
 
 
 def _zero_grad_like(var):
@@ -382,6 +401,7 @@ class MaxPoolGrad(_PoolOp):
     """Gradient of max pooling: ``(x, maxout, gz) -> gx`` (first maximum of each window)."""
 
     _label = "MaxPool{}dGrad"
+    c_kind = 1
 
     def make_node(self, x, maxout, gz):
         ensure_registered("pool")  # our rewrites, once per process
@@ -423,6 +443,7 @@ class MaxPoolGradGrad(_PoolOp):
     """``(x, maxout, ggx) -> ggz``: ``ggx`` read at each window's first maximum."""
 
     _label = "MaxPool{}dGradGrad"
+    c_kind = 2
 
     def make_node(self, x, maxout, ggx):
         ensure_registered("pool")  # our rewrites, once per process
@@ -459,6 +480,7 @@ class AveragePoolGrad(_PoolOp):
     """Gradient of sum / average pooling: ``(x, gz) -> gx`` (``x`` gives the shape)."""
 
     _label = "AveragePool{}dGrad"
+    c_kind = 3
 
     def make_node(self, x, gz):
         ensure_registered("pool")  # our rewrites, once per process
@@ -514,7 +536,7 @@ _KINDS = {
 }
 
 
-class DynamicPool(Op):
+class DynamicPool(COp):
     """Pooling whose ``ws``, ``stride`` and ``pad`` are symbolic int vectors.
 
     Inputs: the arrays of ``kind`` (``'pool'``: ``x``; ``'max_grad'``:
@@ -523,7 +545,8 @@ class DynamicPool(Op):
     values are checked when the function runs (the errors of
     :class:`PoolParams`).  Once the windows are constants, a rewrite swaps
     in the static Ops (:class:`Pool` ...) and their fast kernels; otherwise
-    every backend but JAX (which needs static shapes) runs the NumPy code.
+    every backend but JAX (which needs static shapes) runs the NumPy code,
+    or the C code under ``C`` / ``CVM``.
     """
 
     __props__ = ("kind", "nd", "ignore_border", "mode")
@@ -657,6 +680,18 @@ class DynamicPool(Op):
 
     def _sibling(self, kind):
         return DynamicPool(kind, self.nd, self.ignore_border, self.mode)
+
+    def c_support_code(self, **kwargs):
+        return pool_c.support_code()
+
+    def c_headers(self, **kwargs):
+        return ["<math.h>", "<string.h>"]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
+
+    def c_code_cache_version(self):
+        return (pool_c.C_CODE_VERSION,)
 
 
 def _static_ints(v):

@@ -16,7 +16,9 @@ first time something that needs it is built, once per process:
   Ops (:mod:`lasagne_bn.ops.pool_rewrites`; canonicalize and specialize);
 - ``"aliasing"`` (a ``default_update`` set through
   :func:`lasagne_bn.utils.set_default_update`, ``get_output`` of a layer):
-  :mod:`lasagne_bn._aliasing`.
+  :mod:`lasagne_bn._aliasing`;
+- ``"c_gemm"`` (:func:`lasagne_bn.ops.c_gemm.c_mode`): the opt-in, tagged
+  rewrite that gives mode ``C`` matrix products where PyTensor has no BLAS.
 
 Each rewrite only touches graphs that need it (our Op classes, JAX-mode
 graphs, memory-aliased shared inputs), so registering one early changes no
@@ -77,6 +79,7 @@ GROUPS = {
     "conv": (("jax",), _register_module("lasagne_bn.ops.conv_rewrites")),
     "pool": (("jax",), _register_module("lasagne_bn.ops.pool_rewrites")),
     "aliasing": ((), _register_module("lasagne_bn._aliasing")),
+    "c_gemm": ((), _register_module("lasagne_bn.ops.c_gemm")),
 }
 
 _done: set[str] = set()
