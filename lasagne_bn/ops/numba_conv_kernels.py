@@ -44,7 +44,12 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lasagne_bn.ops.numba_threads import CONV, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import (
+    CONV,
+    _get_num_threads,
+    enter_threads,
+    set_num_threads,
+)
 
 # Start Numba's thread pool now (see numba_kernels.py: kernels loaded from
 # the on-disk cache into a fresh PyTensor function do not start it).
@@ -60,6 +65,14 @@ else:
 NV = 2  # SIMD vectors per micro-tile row: NR = NV * VECTOR_BYTES / itemsize
 KC = 256  # reduction block: a KC x NR panel of the right operand stays in L1
 SPLIT_TASKS = 8  # split the output rows until there are this many tasks
+# Strided convolutions put several images side by side in one GEMM: at least
+# this many columns (forward, input gradient) or reduction steps (filter
+# gradient) per product, so that small outputs (4x4, 8x8) still fill whole
+# NR-wide panels and the filters are streamed once per group of images, not
+# once per image (per image, a 4x4 output ran the GEMMs at 7 GFLOP/s).
+CHUNK_COLUMNS = 256
+CHUNK_REDUCTION = 512
+MIN_CHUNKS = 4  # ... but keep this many image groups for the threads
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
@@ -203,6 +216,15 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
                 )
         if k == 0:
             panel[:] = 0
+        if wrow == wout:  # plain row-major result: contiguous rows
+            for r in range(m):
+                row = d0 + r * ldd + j0
+                if accumulate:
+                    for jj in range(nj):
+                        dst[row + jj] += panel[r * nr + jj]
+                else:
+                    dst[row : row + nj] = panel[r * nr : r * nr + nj]
+            continue
         r0 = j0 // wrow
         x0 = j0 - r0 * wrow
         for r in range(m):
@@ -315,6 +337,14 @@ def tap_offsets(cin, ld, kh, kw, dh, dw, width):
 
 
 @driver
+def image_chunk(n, groups, per_image, target):
+    """Images per GEMM: ``target`` columns' worth, leaving ``MIN_CHUNKS`` tasks if possible."""
+    nc = max(1, min(n, (target + per_image - 1) // per_image))
+    spread = max(1, (n * groups) // MIN_CHUNKS)
+    return max(1, min(nc, spread))
+
+
+@driver
 def row_splits(items, rows):
     """How many blocks of output rows to cut each item into (to have enough tasks)."""
     want = (SPLIT_TASKS + items - 1) // items
@@ -374,32 +404,29 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 panel,
             )
         return
-    ld = Ho * Wo + nr
+    # strided: the unrolled windows of ``nc`` images side by side, one GEMM per group
+    Q = Ho * Wo
+    nc = image_chunk(N, G, Q, CHUNK_COLUMNS)
+    chunks = (N + nc - 1) // nc
+    ld = nc * Q + nr
     boff = np.arange(K) * ld
-    for it in prange(items):
-        n, g = it // G, it % G
+    for task in prange(G * chunks):
+        g, n0 = task // chunks, (task % chunks) * nc
+        m = min(nc, N - n0)
         col = np.empty(K * ld, dtype=x.dtype)
-        col[K * ld - nr :] = 0
-        im2col(x[n, g * Cg : (g + 1) * Cg], col, ld, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+        for j in range(m):
+            im2col(
+                x[n0 + j, g * Cg : (g + 1) * Cg], col[j * Q :], ld, kh, kw, sh, sw, dh, dw, pt,
+                pl, Ho, Wo,
+            )  # fmt: skip
+        for r in range(K):  # the columns past the last image: read, never stored
+            col[r * ld + m * Q : (r + 1) * ld] = 0
         panel = np.empty(padded_rows(Fg) * nr, dtype=x.dtype)
+        # column q = j*Q + p is out[n0 + j, g*Fg + f, p]: rows of Q, F*Q apart
         gemm(
-            Fg,
-            Ho * Wo,
-            K,
-            kf,
-            g * Fg * K,
-            arow,
-            col,
-            0,
-            boff,
-            of,
-            (n * F + g * Fg) * Ho * Wo,
-            Ho * Wo,
-            Ho * Wo,
-            Ho * Wo,
-            False,
-            panel,
-        )
+            Fg, m * Q, K, kf, g * Fg * K, arow, col, 0, boff, of, (n0 * F + g * Fg) * Q, Q, Q,
+            F * Q, False, panel,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------
@@ -475,7 +502,7 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 panel,
             )
         return
-    # strided: dcol = W^T dy (one GEMM per image), then col2im
+    # strided: dcol = W^T dy for ``nc`` images side by side, then col2im per image
     wt = np.empty(G * K * Fg, dtype=dy.dtype)
     for g in range(G):
         for f in range(Fg):
@@ -483,18 +510,45 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 wt[(g * K + kk) * Fg + f] = k[g * Fg + f, kk // T, (kk % T) // kw, kk % kw]
     arow = row_table(K, Fg)
     P = Ho * Wo
-    boff = np.arange(Fg) * P
-    for it in prange(items):
-        n, g = it // G, it % G
-        ybuf = np.empty(Fg * P + nr, dtype=dy.dtype)
-        ybuf[Fg * P :] = 0
-        ybuf[: Fg * P] = dy[n, g * Fg : (g + 1) * Fg].reshape(-1)
-        col = np.empty(K * P, dtype=dy.dtype)
+    nc = image_chunk(N, G, P, CHUNK_COLUMNS)
+    chunks = (N + nc - 1) // nc
+    ld = nc * P + nr
+    boff = np.arange(Fg) * ld
+    yf = dy.reshape(-1)
+    for task in prange(G * chunks):
+        g, n0 = task // chunks, (task % chunks) * nc
+        m = min(nc, N - n0)
+        ncol = m * P
+        ybuf = np.empty(Fg * ld, dtype=dy.dtype)
+        for f in range(Fg):
+            for j in range(m):
+                src = ((n0 + j) * F + g * Fg + f) * P
+                ybuf[f * ld + j * P : f * ld + (j + 1) * P] = yf[src : src + P]
+            ybuf[f * ld + ncol : (f + 1) * ld] = 0
+        col = np.empty(K * ncol, dtype=dy.dtype)
         panel = np.empty(padded_rows(K) * nr, dtype=dy.dtype)
-        gemm(K, P, Fg, wt, g * K * Fg, arow, ybuf, 0, boff, col, 0, P, P, P, False, panel)
-        plane = dx[n, g * Cg : (g + 1) * Cg]
-        plane[:] = 0
-        col2im(col, P, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+        gemm(
+            K,
+            ncol,
+            Fg,
+            wt,
+            g * K * Fg,
+            arow,
+            ybuf,
+            0,
+            boff,
+            col,
+            0,
+            ncol,
+            ncol,
+            ncol,
+            False,
+            panel,
+        )
+        for j in range(m):
+            plane = dx[n0 + j, g * Cg : (g + 1) * Cg]
+            plane[:] = 0
+            col2im(col[j * P :], ncol, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
 
 
 # --------------------------------------------------------------------------
@@ -506,7 +560,11 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     """``dk`` (F, Cg, kh, kw), oriented: sum over the batch of ``dy (x) windows(x)``.
 
     Computed as ``dW^T[kk, f] = sum_q A[kk, q] * dyT[q, f]`` with ``A`` the
-    (virtual) unrolled image, in ``tasks`` partial sums reduced at the end.
+    unrolled images (a view of the padded image for unit strides; for other
+    strides the windows of several images side by side, so that one product
+    sums over ``CHUNK_REDUCTION`` positions), in at most ``tasks`` partial
+    sums over the images reduced at the end (the entry points ask for one
+    per thread: Numba splits a ``prange`` evenly over its threads anyway).
     """
     N, C, H, W = x.shape
     F, Ho, Wo = dy.shape[1], dy.shape[2], dy.shape[3]
@@ -516,71 +574,76 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     K = Cg * T
     nr = panel_width(x)
     fp = (Fg + nr - 1) // nr * nr  # dyT row length
-    items = N * G
-    ntask = max(1, min(items, tasks))
+    ntask = max(1, min(N, tasks))
     acc = np.zeros((ntask, G, K, Fg), dtype=x.dtype)
     accf = acc.reshape(-1)
+    yf = dy.reshape(-1)
     Hp, Wp = H + pt + pb, W + pl + pr
     unit = sh == 1 and sw == 1
+    P = Ho * Wo
     if unit:
+        nc = 1
         L = Hp * Wp + (kw - 1) * dw + nr
         a_size = Cg * L
-        arow_all = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
         arow = np.zeros(padded_rows(K), dtype=np.intp)
-        arow[:K] = arow_all
+        arow[:K] = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
         Q = (Ho - 1) * Wp + Wo  # wide positions that carry outputs
         width = Wp
     else:
-        L = Ho * Wo
+        nc = max(1, min(N, (CHUNK_REDUCTION + P - 1) // P))
+        L = nc * P  # A row length: the positions of nc images
         a_size = K * L
         arow = row_table(K, L)
-        Q = Ho * Wo
+        Q = L
         width = Wo
     boff_q = np.arange(Q) * fp
     for task in prange(ntask):
         a_buf = np.empty(a_size, dtype=x.dtype)
         yt = np.empty(Q * fp + nr, dtype=x.dtype)
+        if unit:
+            yt[:] = 0  # the wide layout's gaps and the padded filters stay zero
+        else:
+            for q in range(Q):
+                yt[q * fp + Fg : (q + 1) * fp] = 0
+            yt[Q * fp :] = 0
         panel = np.empty(padded_rows(K) * nr, dtype=x.dtype)
-        for it in range(task * items // ntask, (task + 1) * items // ntask):
-            n, g = it // G, it % G
-            if unit:
-                pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
-            else:
-                im2col(
-                    x[n, g * Cg : (g + 1) * Cg], a_buf, L, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo
-                )
-            # dyT[q, f] = dy[n, g*Fg + f, y, x] for q = y*width + x (zeros elsewhere)
-            yt[:] = 0
-            for f in range(Fg):
-                for y in range(Ho):
-                    for xx in range(Wo):
-                        yt[(y * width + xx) * fp + f] = dy[n, g * Fg + f, y, xx]
-            gemm(
-                K,
-                Fg,
-                Q,
-                a_buf,
-                0,
-                arow,
-                yt,
-                0,
-                boff_q,
-                accf,
-                ((task * G) + g) * K * Fg,
-                Fg,
-                Fg,
-                Fg,
-                True,
-                panel,
-            )
-    for g in range(G):
-        for kk in range(K):
-            c, t = kk // T, kk % T
-            for f in range(Fg):
-                s = 0.0
-                for task in range(ntask):
-                    s += acc[task, g, kk, f]
-                dk[g * Fg + f, c, t // kw, t % kw] = s
+        n_lo, n_hi = task * N // ntask, (task + 1) * N // ntask
+        for g in range(G):
+            for n0 in range(n_lo, n_hi, nc):
+                m = min(nc, n_hi - n0)
+                for j in range(m):
+                    n = n0 + j
+                    if unit:
+                        pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
+                    else:
+                        im2col(
+                            x[n, g * Cg : (g + 1) * Cg], a_buf[j * P :], L, kh, kw, sh, sw, dh,
+                            dw, pt, pl, Ho, Wo,
+                        )  # fmt: skip
+                    # dyT[j*P + y*width + x, f] = dy[n, g*Fg + f, y, x]
+                    for f in range(Fg):
+                        src = (n * F + g * Fg + f) * P
+                        for y in range(Ho):
+                            for xx in range(Wo):
+                                yt[(j * P + y * width + xx) * fp + f] = yf[src + y * Wo + xx]
+                    if unit:
+                        gemm(
+                            K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, accf,
+                            ((task * G) + g) * K * Fg, Fg, Fg, Fg, True, panel,
+                        )  # fmt: skip
+                if not unit:
+                    gemm(
+                        K, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q, accf,
+                        ((task * G) + g) * K * Fg, Fg, Fg, Fg, True, panel,
+                    )  # fmt: skip
+    for row in prange(G * K):
+        g, kk = row // K, row % K
+        c, t = kk // T, kk % T
+        for f in range(Fg):
+            s = acc[0, g, kk, f]
+            for task in range(1, ntask):
+                s += acc[task, g, kk, f]
+            dk[g * Fg + f, c, t // kw, t % kw] = s
 
 
 # --------------------------------------------------------------------------
@@ -721,6 +784,14 @@ def _conv3d_threads(d):
     return enter_threads(work, CONV)
 
 
+@driver
+def _partial_sums():
+    """Filter-gradient partial sums: one per thread the call was given (a cfunc, not a
+    parallel kernel, may read the count: Numba's parallel lowering declares the
+    same symbol with another type)."""
+    return max(1, np.int64(_get_num_threads()))
+
+
 def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
     d = numba.carray(d_ptr, (CONV_DIMS,))
     x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
@@ -750,8 +821,9 @@ def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     dk = numba.carray(dk_ptr, (d[4], d[5], d[6], d[7]))
     previous = _conv_threads(d)
     conv_grad_weights(
-        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19]
-    )
+        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18],
+        min(d[19], _partial_sums()),
+    )  # fmt: skip
     set_num_threads(previous)
     return 0
 
@@ -809,7 +881,7 @@ def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     previous = _conv3d_threads(d)
     conv3d_grad_weights(
         x, dy, dk, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
-        d[25], d[26],
+        d[25], min(d[26], _partial_sums()),
     )  # fmt: skip
     set_num_threads(previous)
     return 0
