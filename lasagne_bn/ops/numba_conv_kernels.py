@@ -64,6 +64,7 @@ else:
     VECTOR_BYTES, MR = 16, 4
 NV = 2  # SIMD vectors per micro-tile row: NR = NV * VECTOR_BYTES / itemsize
 KC = 256  # reduction block: a KC x NR panel of the right operand stays in L1
+MC = 192  # result rows per block: an MC x KC block of the left operand stays in L2
 SPLIT_TASKS = 8  # split the output rows until there are this many tasks
 # Strided convolutions put several images side by side in one GEMM: at least
 # this many columns (forward, input gradient) or reduction steps (filter
@@ -202,46 +203,66 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
     drops the columns with ``q % wrow >= wout`` (the "wide" layout).
     ``arow`` must have ``padded_rows(m)`` entries and every ``b`` row must
     be readable ``NR - 1`` elements past the last column used; ``panel`` is
-    a scratch buffer of ``padded_rows(m) * NR`` elements.
+    a scratch buffer, used when it holds the ``MC x n`` result block.
+
+    Blocked for the caches: for each block of ``MC`` result rows and each
+    ``KC`` slice of the reduction, the ``MC x KC`` block of ``a`` stays in L2
+    while every ``KC x NR`` panel of ``b`` (in L1) goes by, and the result
+    block accumulates in ``panel``; so ``a`` is read once per call, not once
+    per column panel.
     """
     nr = panel_width(dst)
     mp = padded_rows(m)
-    for j0 in range(0, n, nr):
-        nj = min(nr, n - j0)
+    npan = (n + nr - 1) // nr
+    mc = min(mp, MC)
+    if panel.size >= mc * npan * nr:
+        cbuf = panel
+    else:
+        cbuf = np.empty(mc * npan * nr, dtype=dst.dtype)
+    for ib in range(0, mp, mc):
+        rows = min(mc, mp - ib)
         for p0 in range(0, k, KC):
             kc = min(KC, k - p0)
-            for i0 in range(0, mp, MR):
-                microkernel(
-                    kc, a, a0 + p0, arow, i0, b, b0 + j0, boff, p0, panel[i0 * nr :], p0 > 0
-                )
+            for jp in range(npan):
+                for i0 in range(0, rows, MR):
+                    microkernel(
+                        kc, a, a0 + p0, arow, ib + i0, b, b0 + jp * nr, boff, p0,
+                        cbuf[(jp * mc + i0) * nr :], p0 > 0,
+                    )  # fmt: skip
         if k == 0:
-            panel[:] = 0
-        if wrow == wout:  # plain row-major result: contiguous rows
-            for r in range(m):
-                row = d0 + r * ldd + j0
-                if accumulate:
-                    for jj in range(nj):
-                        dst[row + jj] += panel[r * nr + jj]
-                else:
-                    dst[row : row + nj] = panel[r * nr : r * nr + nj]
-            continue
-        r0 = j0 // wrow
-        x0 = j0 - r0 * wrow
-        for r in range(m):
-            row = d0 + r * ldd
-            y = r0
-            x = x0
-            for jj in range(nj):
-                if x < wout:
-                    idx = row + y * wout + x
+            cbuf[:] = 0
+        for jp in range(npan):
+            j0 = jp * nr
+            nj = min(nr, n - j0)
+            tile = jp * mc * nr
+            if wrow == wout:  # plain row-major result: contiguous rows
+                for r in range(ib, min(ib + rows, m)):
+                    row = d0 + r * ldd + j0
+                    t = tile + (r - ib) * nr
                     if accumulate:
-                        dst[idx] += panel[r * nr + jj]
+                        for jj in range(nj):
+                            dst[row + jj] += cbuf[t + jj]
                     else:
-                        dst[idx] = panel[r * nr + jj]
-                x += 1
-                if x == wrow:
-                    x = 0
-                    y += 1
+                        dst[row : row + nj] = cbuf[t : t + nj]
+                continue
+            r0 = j0 // wrow
+            x0 = j0 - r0 * wrow
+            for r in range(ib, min(ib + rows, m)):
+                row = d0 + r * ldd
+                t = tile + (r - ib) * nr
+                y = r0
+                x = x0
+                for jj in range(nj):
+                    if x < wout:
+                        idx = row + y * wout + x
+                        if accumulate:
+                            dst[idx] += cbuf[t + jj]
+                        else:
+                            dst[idx] = cbuf[t + jj]
+                    x += 1
+                    if x == wrow:
+                        x = 0
+                        y += 1
 
 
 # --------------------------------------------------------------------------
@@ -294,16 +315,22 @@ def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
         j = ij - i * kw
         off = j * dw - pl
         xlo, xhi = span(pl, j * dw, sw, W, wo)
+        # element loops, no slices: rows are short (4 to 32) and a slice
+        # assignment per row cost more than the copy
         for y in range(ho):
             base = row * ld + y * wo
             iy = y * sh + i * dh - pt
             if iy < 0 or iy >= H:
-                col[base : base + wo] = 0
+                for o in range(wo):
+                    col[base + o] = 0
                 continue
-            col[base : base + xlo] = 0
+            xrow = x[c, iy]
+            for o in range(xlo):
+                col[base + o] = 0
             for o in range(xlo, xhi):
-                col[base + o] = x[c, iy, o * sw + off]
-            col[base + xhi : base + wo] = 0
+                col[base + o] = xrow[o * sw + off]
+            for o in range(xhi, wo):
+                col[base + o] = 0
 
 
 @driver
@@ -321,8 +348,9 @@ def col2im(col, ld, dx, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
                     if iy < 0 or iy >= H:
                         continue
                     base = row * ld + y * wo
+                    drow = dx[c, iy]
                     for o in range(xlo, xhi):
-                        dx[c, iy, o * sw + off] += col[base + o]
+                        drow[o * sw + off] += col[base + o]
 
 
 @driver
