@@ -74,6 +74,12 @@ SPLIT_TASKS = 8  # split the output rows until there are this many tasks
 CHUNK_COLUMNS = 256
 CHUNK_REDUCTION = 512
 MIN_CHUNKS = 4  # ... but keep this many image groups for the threads
+# ... and keep an unrolled block (rows x columns) within this many elements,
+# about half the L2 of one core: written by im2col and read by the GEMM, a
+# block that spills to L3 cost more in write misses than the product.
+L2_ELEMENTS = 1 << 18
+MIN_COLUMNS = 64
+TB = 16  # rows per block of the filter gradient's final transpose
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
@@ -365,8 +371,10 @@ def tap_offsets(cin, ld, kh, kw, dh, dw, width):
 
 
 @driver
-def image_chunk(n, groups, per_image, target):
-    """Images per GEMM: ``target`` columns' worth, leaving ``MIN_CHUNKS`` tasks if possible."""
+def image_chunk(n, groups, per_image, target, rows):
+    """Images per GEMM: ``target`` columns' worth, fewer when ``rows`` of them would leave
+    the L2 (down to ``MIN_COLUMNS``), leaving ``MIN_CHUNKS`` tasks if possible."""
+    target = max(MIN_COLUMNS, min(target, L2_ELEMENTS // max(1, rows)))
     nc = max(1, min(n, (target + per_image - 1) // per_image))
     spread = max(1, (n * groups) // MIN_CHUNKS)
     return max(1, min(nc, spread))
@@ -434,7 +442,7 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         return
     # strided: the unrolled windows of ``nc`` images side by side, one GEMM per group
     Q = Ho * Wo
-    nc = image_chunk(N, G, Q, CHUNK_COLUMNS)
+    nc = image_chunk(N, G, Q, CHUNK_COLUMNS, K)
     chunks = (N + nc - 1) // nc
     ld = nc * Q + nr
     boff = np.arange(K) * ld
@@ -538,7 +546,7 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 wt[(g * K + kk) * Fg + f] = k[g * Fg + f, kk // T, (kk % T) // kw, kk % kw]
     arow = row_table(K, Fg)
     P = Ho * Wo
-    nc = image_chunk(N, G, P, CHUNK_COLUMNS)
+    nc = image_chunk(N, G, P, CHUNK_COLUMNS, K)
     chunks = (N + nc - 1) // nc
     ld = nc * P + nr
     boff = np.arange(Fg) * ld
@@ -620,8 +628,10 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     else:
         nc = max(1, min(N, (CHUNK_REDUCTION + P - 1) // P))
         L = nc * P  # A row length: the positions of nc images
-        a_size = K * L
-        arow = row_table(K, L)
+        # unrolled a block of channels at a time (cb channels: cb*T rows of A)
+        cb = max(1, min(Cg, L2_ELEMENTS // (L * T)))
+        a_size = cb * T * L
+        arow = row_table(cb * T, L)
         Q = L
         width = Wo
     boff_q = np.arange(Q) * fp
@@ -641,13 +651,6 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                 m = min(nc, n_hi - n0)
                 for j in range(m):
                     n = n0 + j
-                    if unit:
-                        pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
-                    else:
-                        im2col(
-                            x[n, g * Cg : (g + 1) * Cg], a_buf[j * P :], L, kh, kw, sh, sw, dh,
-                            dw, pt, pl, Ho, Wo,
-                        )  # fmt: skip
                     # dyT[j*P + y*width + x, f] = dy[n, g*Fg + f, y, x]
                     for f in range(Fg):
                         src = (n * F + g * Fg + f) * P
@@ -655,23 +658,38 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                             for xx in range(Wo):
                                 yt[(j * P + y * width + xx) * fp + f] = yf[src + y * Wo + xx]
                     if unit:
+                        pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
                         gemm(
                             K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, accf,
                             ((task * G) + g) * K * Fg, Fg, Fg, Fg, True, panel,
                         )  # fmt: skip
-                if not unit:
+                if unit:
+                    continue
+                for c0 in range(0, Cg, cb):
+                    c1 = min(Cg, c0 + cb)
+                    for j in range(m):
+                        im2col(
+                            x[n0 + j, g * Cg + c0 : g * Cg + c1], a_buf[j * P :], L, kh, kw, sh,
+                            sw, dh, dw, pt, pl, Ho, Wo,
+                        )  # fmt: skip
                     gemm(
-                        K, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q, accf,
-                        ((task * G) + g) * K * Fg, Fg, Fg, Fg, True, panel,
+                        (c1 - c0) * T, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q, accf,
+                        ((task * G) + g) * K * Fg + c0 * T * Fg, Fg, Fg, Fg, True, panel,
                     )  # fmt: skip
-    for row in prange(G * K):
-        g, kk = row // K, row % K
-        c, t = kk // T, kk % T
+    # dk[g*Fg + f, kk] = sum of the partial dW^T[kk, f]: a transpose, in blocks
+    # of TB rows of kk so that the writes are runs and the reads TB streams
+    dkf = dk.reshape(-1)
+    nb = (K + TB - 1) // TB
+    for blk in prange(G * nb):
+        g, k0 = blk // nb, (blk % nb) * TB
+        k1 = min(K, k0 + TB)
         for f in range(Fg):
-            s = acc[0, g, kk, f]
-            for task in range(1, ntask):
-                s += acc[task, g, kk, f]
-            dk[g * Fg + f, c, t // kw, t % kw] = s
+            d = (g * Fg + f) * K
+            for kk in range(k0, k1):
+                s = acc[0, g, kk, f]
+                for task in range(1, ntask):
+                    s += acc[task, g, kk, f]
+                dkf[d + kk] = s
 
 
 # --------------------------------------------------------------------------
