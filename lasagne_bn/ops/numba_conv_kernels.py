@@ -65,6 +65,7 @@ else:
 NV = 2  # SIMD vectors per micro-tile row: NR = NV * VECTOR_BYTES / itemsize
 KC = 256  # reduction block: a KC x NR panel of the right operand stays in L1
 MC = 192  # result rows per block: an MC x KC block of the left operand stays in L2
+NC = 512  # result columns per block: the MC x NC result block stays in L2 too
 SPLIT_TASKS = 8  # split the output rows until there are this many tasks
 # Strided convolutions put several images side by side in one GEMM: at least
 # this many columns (forward, input gradient) or reduction steps (filter
@@ -209,66 +210,69 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
     drops the columns with ``q % wrow >= wout`` (the "wide" layout).
     ``arow`` must have ``padded_rows(m)`` entries and every ``b`` row must
     be readable ``NR - 1`` elements past the last column used; ``panel`` is
-    a scratch buffer, used when it holds the ``MC x n`` result block.
+    a scratch buffer, used when it holds the ``MC x NC`` result block.
 
     Blocked for the caches: for each block of ``MC`` result rows and each
     ``KC`` slice of the reduction, the ``MC x KC`` block of ``a`` stays in L2
     while every ``KC x NR`` panel of ``b`` (in L1) goes by, and the result
-    block accumulates in ``panel``; so ``a`` is read once per call, not once
-    per column panel.
+    block accumulates in ``panel``; so ``a`` is read once per ``NC`` columns,
+    not once per column panel.
     """
     nr = panel_width(dst)
     mp = padded_rows(m)
-    npan = (n + nr - 1) // nr
     mc = min(mp, MC)
+    npan = min((n + nr - 1) // nr, NC // nr)  # panels per column block
     if panel.size >= mc * npan * nr:
         cbuf = panel
     else:
         cbuf = np.empty(mc * npan * nr, dtype=dst.dtype)
-    for ib in range(0, mp, mc):
-        rows = min(mc, mp - ib)
-        for p0 in range(0, k, KC):
-            kc = min(KC, k - p0)
-            for jp in range(npan):
-                for i0 in range(0, rows, MR):
-                    microkernel(
-                        kc, a, a0 + p0, arow, ib + i0, b, b0 + jp * nr, boff, p0,
-                        cbuf[(jp * mc + i0) * nr :], p0 > 0,
-                    )  # fmt: skip
-        if k == 0:
-            cbuf[:] = 0
-        for jp in range(npan):
-            j0 = jp * nr
-            nj = min(nr, n - j0)
-            tile = jp * mc * nr
-            if wrow == wout:  # plain row-major result: contiguous rows
-                for r in range(ib, min(ib + rows, m)):
-                    row = d0 + r * ldd + j0
-                    t = tile + (r - ib) * nr
-                    if accumulate:
-                        for jj in range(nj):
-                            dst[row + jj] += cbuf[t + jj]
-                    else:
-                        dst[row : row + nj] = cbuf[t : t + nj]
-                continue
-            r0 = j0 // wrow
-            x0 = j0 - r0 * wrow
-            for r in range(ib, min(ib + rows, m)):
-                row = d0 + r * ldd
-                t = tile + (r - ib) * nr
-                y = r0
-                x = x0
-                for jj in range(nj):
-                    if x < wout:
-                        idx = row + y * wout + x
+    for jb in range(0, n, npan * nr):
+        nb = min(npan * nr, n - jb)
+        npb = (nb + nr - 1) // nr
+        for ib in range(0, mp, mc):
+            rows = min(mc, mp - ib)
+            for p0 in range(0, k, KC):
+                kc = min(KC, k - p0)
+                for jp in range(npb):
+                    for i0 in range(0, rows, MR):
+                        microkernel(
+                            kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
+                            cbuf[(jp * mc + i0) * nr :], p0 > 0,
+                        )  # fmt: skip
+            if k == 0:
+                cbuf[:] = 0
+            for jp in range(npb):
+                j0 = jb + jp * nr
+                nj = min(nr, n - j0)
+                tile = jp * mc * nr
+                if wrow == wout:  # plain row-major result: contiguous rows
+                    for r in range(ib, min(ib + rows, m)):
+                        row = d0 + r * ldd + j0
+                        t = tile + (r - ib) * nr
                         if accumulate:
-                            dst[idx] += cbuf[t + jj]
+                            for jj in range(nj):
+                                dst[row + jj] += cbuf[t + jj]
                         else:
-                            dst[idx] = cbuf[t + jj]
-                    x += 1
-                    if x == wrow:
-                        x = 0
-                        y += 1
+                            dst[row : row + nj] = cbuf[t : t + nj]
+                    continue
+                r0 = j0 // wrow
+                x0 = j0 - r0 * wrow
+                for r in range(ib, min(ib + rows, m)):
+                    row = d0 + r * ldd
+                    t = tile + (r - ib) * nr
+                    y = r0
+                    x = x0
+                    for jj in range(nj):
+                        if x < wout:
+                            idx = row + y * wout + x
+                            if accumulate:
+                                dst[idx] += cbuf[t + jj]
+                            else:
+                                dst[idx] = cbuf[t + jj]
+                        x += 1
+                        if x == wrow:
+                            x = 0
+                            y += 1
 
 
 # --------------------------------------------------------------------------
