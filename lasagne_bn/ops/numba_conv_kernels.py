@@ -13,8 +13,11 @@ nothing is unrolled (no ``im2col``) for unit strides:
   gradient with the flipped, transposed filters;
 - filter gradient, unit stride: ``dW^T[kk, f] = sum_q P[c, off(kk) + q] *
   dy[f, q]``, summed over images per thread, then across threads;
-- other strides: the image is unrolled (``im2col``) per image into a
-  thread-local buffer and ``col2im`` scatters the input gradient back.
+- other strides: the windows are unrolled (``im2col``) into a thread-local
+  buffer, several images side by side (``image_chunk``: small outputs such
+  as 4x4 would fill half a register panel and stream the filters once per
+  image), and ``col2im`` scatters the input gradient back; the filter
+  gradient unrolls a block of channels at a time so the block stays in L2.
 
 3-D convolutions are sums over the filters' depth taps of these 2-D ones
 (see :func:`conv3d_forward`).
