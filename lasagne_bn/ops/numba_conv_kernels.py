@@ -13,8 +13,11 @@ nothing is unrolled (no ``im2col``) for unit strides:
   gradient with the flipped, transposed filters;
 - filter gradient, unit stride: ``dW^T[kk, f] = sum_q P[c, off(kk) + q] *
   dy[f, q]``, summed over images per thread, then across threads;
-- other strides: the image is unrolled (``im2col``) per image into a
-  thread-local buffer and ``col2im`` scatters the input gradient back.
+- other strides: the windows are unrolled (``im2col``) into a thread-local
+  buffer, several images side by side (``image_chunk``: small outputs such
+  as 4x4 would fill half a register panel and stream the filters once per
+  image), and ``col2im`` scatters the input gradient back; the filter
+  gradient unrolls a block of channels at a time so the block stays in L2.
 
 3-D convolutions are sums over the filters' depth taps of these 2-D ones
 (see :func:`conv3d_forward`).
@@ -27,9 +30,8 @@ through a row-offset table and rows of the right operand through a
 per-``kk`` offset table, which is what lets both be views.  Work is split
 over images, groups and blocks of output rows with ``prange``: one thread
 pool (Numba's), one hand-over per Op.  We first used BLAS (``np.dot`` and
-``numba_xxgemm``), and on a loaded 2-core machine every hand-over between
-Numba's threads and the BLAS's threads cost milliseconds of spinning
-(up to 10x slower); OpenBLAS's ``openblas_set_num_threads_local`` is
+``numba_xxgemm``), but on a loaded machine every hand-over between Numba's
+threads and the BLAS's threads costs milliseconds of spinning; OpenBLAS's ``openblas_set_num_threads_local`` is
 process-wide in its pthreads builds, so BLAS cannot be made single-threaded
 per call.
 """
@@ -44,7 +46,13 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lasagne_bn.ops.numba_threads import CONV, ensure_symbols, enter_threads, set_num_threads
+from lasagne_bn.ops.numba_threads import (
+    CONV,
+    _get_num_threads,
+    ensure_symbols,
+    enter_threads,
+    set_num_threads,
+)
 
 # Start Numba's thread pool and register the thread-policy symbols (see
 # numba_kernels.py); this module is imported when a kernel is compiled.
@@ -59,7 +67,23 @@ else:
     VECTOR_BYTES, MR = 16, 4
 NV = 2  # SIMD vectors per micro-tile row: NR = NV * VECTOR_BYTES / itemsize
 KC = 256  # reduction block: a KC x NR panel of the right operand stays in L1
+MC = 192  # result rows per block: an MC x KC block of the left operand stays in L2
+NC = 512  # result columns per block: the MC x NC result block stays in L2 too
 SPLIT_TASKS = 8  # split the output rows until there are this many tasks
+# Strided convolutions put several images side by side in one GEMM: at least
+# this many columns (forward, input gradient) or reduction steps (filter
+# gradient) per product, so that small outputs (4x4, 8x8) still fill whole
+# NR-wide panels and the filters are streamed once per group of images, not
+# once per image (per image, a 4x4 output ran the GEMMs at 7 GFLOP/s).
+CHUNK_COLUMNS = 256
+CHUNK_REDUCTION = 512
+MIN_CHUNKS = 4  # ... but keep this many image groups for the threads
+# ... and keep an unrolled block (rows x columns) within this many elements,
+# about half the L2 of one core: written by im2col and read by the GEMM, a
+# block that spills to L3 cost more in write misses than the product.
+L2_ELEMENTS = 1 << 18
+MIN_COLUMNS = 64
+TB = 16  # rows per block of the filter gradient's final transpose
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
@@ -189,37 +213,69 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
     drops the columns with ``q % wrow >= wout`` (the "wide" layout).
     ``arow`` must have ``padded_rows(m)`` entries and every ``b`` row must
     be readable ``NR - 1`` elements past the last column used; ``panel`` is
-    a scratch buffer of ``padded_rows(m) * NR`` elements.
+    a scratch buffer, used when it holds the ``MC x NC`` result block.
+
+    Blocked for the caches: for each block of ``MC`` result rows and each
+    ``KC`` slice of the reduction, the ``MC x KC`` block of ``a`` stays in L2
+    while every ``KC x NR`` panel of ``b`` (in L1) goes by, and the result
+    block accumulates in ``panel``; so ``a`` is read once per ``NC`` columns,
+    not once per column panel.
     """
     nr = panel_width(dst)
     mp = padded_rows(m)
-    for j0 in range(0, n, nr):
-        nj = min(nr, n - j0)
-        for p0 in range(0, k, KC):
-            kc = min(KC, k - p0)
-            for i0 in range(0, mp, MR):
-                microkernel(
-                    kc, a, a0 + p0, arow, i0, b, b0 + j0, boff, p0, panel[i0 * nr :], p0 > 0
-                )
-        if k == 0:
-            panel[:] = 0
-        r0 = j0 // wrow
-        x0 = j0 - r0 * wrow
-        for r in range(m):
-            row = d0 + r * ldd
-            y = r0
-            x = x0
-            for jj in range(nj):
-                if x < wout:
-                    idx = row + y * wout + x
-                    if accumulate:
-                        dst[idx] += panel[r * nr + jj]
-                    else:
-                        dst[idx] = panel[r * nr + jj]
-                x += 1
-                if x == wrow:
-                    x = 0
-                    y += 1
+    mc = min(mp, MC)
+    npan = min((n + nr - 1) // nr, NC // nr)  # panels per column block
+    if panel.size >= mc * npan * nr:
+        cbuf = panel
+    else:
+        cbuf = np.empty(mc * npan * nr, dtype=dst.dtype)
+    for jb in range(0, n, npan * nr):
+        nb = min(npan * nr, n - jb)
+        npb = (nb + nr - 1) // nr
+        for ib in range(0, mp, mc):
+            rows = min(mc, mp - ib)
+            for p0 in range(0, k, KC):
+                kc = min(KC, k - p0)
+                for jp in range(npb):
+                    for i0 in range(0, rows, MR):
+                        microkernel(
+                            kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
+                            cbuf[(jp * mc + i0) * nr :], p0 > 0,
+                        )  # fmt: skip
+            if k == 0:
+                cbuf[:] = 0
+            for jp in range(npb):
+                j0 = jb + jp * nr
+                nj = min(nr, n - j0)
+                tile = jp * mc * nr
+                if wrow == wout:  # plain row-major result: contiguous rows
+                    for r in range(ib, min(ib + rows, m)):
+                        row = d0 + r * ldd + j0
+                        t = tile + (r - ib) * nr
+                        if accumulate:
+                            for jj in range(nj):
+                                dst[row + jj] += cbuf[t + jj]
+                        else:
+                            dst[row : row + nj] = cbuf[t : t + nj]
+                    continue
+                r0 = j0 // wrow
+                x0 = j0 - r0 * wrow
+                for r in range(ib, min(ib + rows, m)):
+                    row = d0 + r * ldd
+                    t = tile + (r - ib) * nr
+                    y = r0
+                    x = x0
+                    for jj in range(nj):
+                        if x < wout:
+                            idx = row + y * wout + x
+                            if accumulate:
+                                dst[idx] += cbuf[t + jj]
+                            else:
+                                dst[idx] = cbuf[t + jj]
+                        x += 1
+                        if x == wrow:
+                            x = 0
+                            y += 1
 
 
 # --------------------------------------------------------------------------
@@ -272,16 +328,22 @@ def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
         j = ij - i * kw
         off = j * dw - pl
         xlo, xhi = span(pl, j * dw, sw, W, wo)
+        # element loops, no slices: rows are short (4 to 32) and a slice
+        # assignment per row cost more than the copy
         for y in range(ho):
             base = row * ld + y * wo
             iy = y * sh + i * dh - pt
             if iy < 0 or iy >= H:
-                col[base : base + wo] = 0
+                for o in range(wo):
+                    col[base + o] = 0
                 continue
-            col[base : base + xlo] = 0
+            xrow = x[c, iy]
+            for o in range(xlo):
+                col[base + o] = 0
             for o in range(xlo, xhi):
-                col[base + o] = x[c, iy, o * sw + off]
-            col[base + xhi : base + wo] = 0
+                col[base + o] = xrow[o * sw + off]
+            for o in range(xhi, wo):
+                col[base + o] = 0
 
 
 @driver
@@ -299,8 +361,9 @@ def col2im(col, ld, dx, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
                     if iy < 0 or iy >= H:
                         continue
                     base = row * ld + y * wo
+                    drow = dx[c, iy]
                     for o in range(xlo, xhi):
-                        dx[c, iy, o * sw + off] += col[base + o]
+                        drow[o * sw + off] += col[base + o]
 
 
 @driver
@@ -312,6 +375,16 @@ def tap_offsets(cin, ld, kh, kw, dh, dw, width):
             for j in range(kw):
                 t[(c * kh + i) * kw + j] = c * ld + i * dh * width + j * dw
     return t
+
+
+@driver
+def image_chunk(n, groups, per_image, target, rows):
+    """Images per GEMM: ``target`` columns' worth, fewer when ``rows`` of them would leave
+    the L2 (down to ``MIN_COLUMNS``), leaving ``MIN_CHUNKS`` tasks if possible."""
+    target = max(MIN_COLUMNS, min(target, L2_ELEMENTS // max(1, rows)))
+    nc = max(1, min(n, (target + per_image - 1) // per_image))
+    spread = max(1, (n * groups) // MIN_CHUNKS)
+    return max(1, min(nc, spread))
 
 
 @driver
@@ -374,32 +447,29 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 panel,
             )
         return
-    ld = Ho * Wo + nr
+    # strided: the unrolled windows of ``nc`` images side by side, one GEMM per group
+    Q = Ho * Wo
+    nc = image_chunk(N, G, Q, CHUNK_COLUMNS, K)
+    chunks = (N + nc - 1) // nc
+    ld = nc * Q + nr
     boff = np.arange(K) * ld
-    for it in prange(items):
-        n, g = it // G, it % G
+    for task in prange(G * chunks):
+        g, n0 = task // chunks, (task % chunks) * nc
+        m = min(nc, N - n0)
         col = np.empty(K * ld, dtype=x.dtype)
-        col[K * ld - nr :] = 0
-        im2col(x[n, g * Cg : (g + 1) * Cg], col, ld, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+        for j in range(m):
+            im2col(
+                x[n0 + j, g * Cg : (g + 1) * Cg], col[j * Q :], ld, kh, kw, sh, sw, dh, dw, pt,
+                pl, Ho, Wo,
+            )  # fmt: skip
+        for r in range(K):  # the columns past the last image: read, never stored
+            col[r * ld + m * Q : (r + 1) * ld] = 0
         panel = np.empty(padded_rows(Fg) * nr, dtype=x.dtype)
+        # column q = j*Q + p is out[n0 + j, g*Fg + f, p]: rows of Q, F*Q apart
         gemm(
-            Fg,
-            Ho * Wo,
-            K,
-            kf,
-            g * Fg * K,
-            arow,
-            col,
-            0,
-            boff,
-            of,
-            (n * F + g * Fg) * Ho * Wo,
-            Ho * Wo,
-            Ho * Wo,
-            Ho * Wo,
-            False,
-            panel,
-        )
+            Fg, m * Q, K, kf, g * Fg * K, arow, col, 0, boff, of, (n0 * F + g * Fg) * Q, Q, Q,
+            F * Q, False, panel,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------
@@ -475,7 +545,7 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 panel,
             )
         return
-    # strided: dcol = W^T dy (one GEMM per image), then col2im
+    # strided: dcol = W^T dy for ``nc`` images side by side, then col2im per image
     wt = np.empty(G * K * Fg, dtype=dy.dtype)
     for g in range(G):
         for f in range(Fg):
@@ -483,18 +553,45 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 wt[(g * K + kk) * Fg + f] = k[g * Fg + f, kk // T, (kk % T) // kw, kk % kw]
     arow = row_table(K, Fg)
     P = Ho * Wo
-    boff = np.arange(Fg) * P
-    for it in prange(items):
-        n, g = it // G, it % G
-        ybuf = np.empty(Fg * P + nr, dtype=dy.dtype)
-        ybuf[Fg * P :] = 0
-        ybuf[: Fg * P] = dy[n, g * Fg : (g + 1) * Fg].reshape(-1)
-        col = np.empty(K * P, dtype=dy.dtype)
+    nc = image_chunk(N, G, P, CHUNK_COLUMNS, K)
+    chunks = (N + nc - 1) // nc
+    ld = nc * P + nr
+    boff = np.arange(Fg) * ld
+    yf = dy.reshape(-1)
+    for task in prange(G * chunks):
+        g, n0 = task // chunks, (task % chunks) * nc
+        m = min(nc, N - n0)
+        ncol = m * P
+        ybuf = np.empty(Fg * ld, dtype=dy.dtype)
+        for f in range(Fg):
+            for j in range(m):
+                src = ((n0 + j) * F + g * Fg + f) * P
+                ybuf[f * ld + j * P : f * ld + (j + 1) * P] = yf[src : src + P]
+            ybuf[f * ld + ncol : (f + 1) * ld] = 0
+        col = np.empty(K * ncol, dtype=dy.dtype)
         panel = np.empty(padded_rows(K) * nr, dtype=dy.dtype)
-        gemm(K, P, Fg, wt, g * K * Fg, arow, ybuf, 0, boff, col, 0, P, P, P, False, panel)
-        plane = dx[n, g * Cg : (g + 1) * Cg]
-        plane[:] = 0
-        col2im(col, P, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+        gemm(
+            K,
+            ncol,
+            Fg,
+            wt,
+            g * K * Fg,
+            arow,
+            ybuf,
+            0,
+            boff,
+            col,
+            0,
+            ncol,
+            ncol,
+            ncol,
+            False,
+            panel,
+        )
+        for j in range(m):
+            plane = dx[n0 + j, g * Cg : (g + 1) * Cg]
+            plane[:] = 0
+            col2im(col[j * P :], ncol, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
 
 
 # --------------------------------------------------------------------------
@@ -506,7 +603,11 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     """``dk`` (F, Cg, kh, kw), oriented: sum over the batch of ``dy (x) windows(x)``.
 
     Computed as ``dW^T[kk, f] = sum_q A[kk, q] * dyT[q, f]`` with ``A`` the
-    (virtual) unrolled image, in ``tasks`` partial sums reduced at the end.
+    unrolled images (a view of the padded image for unit strides; for other
+    strides the windows of several images side by side, so that one product
+    sums over ``CHUNK_REDUCTION`` positions), in at most ``tasks`` partial
+    sums over the images reduced at the end (the entry points ask for one
+    per thread: Numba splits a ``prange`` evenly over its threads anyway).
     """
     N, C, H, W = x.shape
     F, Ho, Wo = dy.shape[1], dy.shape[2], dy.shape[3]
@@ -516,71 +617,86 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     K = Cg * T
     nr = panel_width(x)
     fp = (Fg + nr - 1) // nr * nr  # dyT row length
-    items = N * G
-    ntask = max(1, min(items, tasks))
+    ntask = max(1, min(N, tasks))
     acc = np.zeros((ntask, G, K, Fg), dtype=x.dtype)
     accf = acc.reshape(-1)
+    yf = dy.reshape(-1)
     Hp, Wp = H + pt + pb, W + pl + pr
     unit = sh == 1 and sw == 1
+    P = Ho * Wo
     if unit:
+        nc = 1
         L = Hp * Wp + (kw - 1) * dw + nr
         a_size = Cg * L
-        arow_all = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
         arow = np.zeros(padded_rows(K), dtype=np.intp)
-        arow[:K] = arow_all
+        arow[:K] = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
         Q = (Ho - 1) * Wp + Wo  # wide positions that carry outputs
         width = Wp
     else:
-        L = Ho * Wo
-        a_size = K * L
-        arow = row_table(K, L)
-        Q = Ho * Wo
+        nc = max(1, min(N, (CHUNK_REDUCTION + P - 1) // P))
+        L = nc * P  # A row length: the positions of nc images
+        # unrolled a block of channels at a time (cb channels: cb*T rows of A)
+        cb = max(1, min(Cg, L2_ELEMENTS // (L * T)))
+        a_size = cb * T * L
+        arow = row_table(cb * T, L)
+        Q = L
         width = Wo
     boff_q = np.arange(Q) * fp
     for task in prange(ntask):
         a_buf = np.empty(a_size, dtype=x.dtype)
         yt = np.empty(Q * fp + nr, dtype=x.dtype)
+        if unit:
+            yt[:] = 0  # the wide layout's gaps and the padded filters stay zero
+        else:
+            for q in range(Q):
+                yt[q * fp + Fg : (q + 1) * fp] = 0
+            yt[Q * fp :] = 0
         panel = np.empty(padded_rows(K) * nr, dtype=x.dtype)
-        for it in range(task * items // ntask, (task + 1) * items // ntask):
-            n, g = it // G, it % G
-            if unit:
-                pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
-            else:
-                im2col(
-                    x[n, g * Cg : (g + 1) * Cg], a_buf, L, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo
-                )
-            # dyT[q, f] = dy[n, g*Fg + f, y, x] for q = y*width + x (zeros elsewhere)
-            yt[:] = 0
-            for f in range(Fg):
-                for y in range(Ho):
-                    for xx in range(Wo):
-                        yt[(y * width + xx) * fp + f] = dy[n, g * Fg + f, y, xx]
-            gemm(
-                K,
-                Fg,
-                Q,
-                a_buf,
-                0,
-                arow,
-                yt,
-                0,
-                boff_q,
-                accf,
-                ((task * G) + g) * K * Fg,
-                Fg,
-                Fg,
-                Fg,
-                True,
-                panel,
-            )
-    for g in range(G):
-        for kk in range(K):
-            c, t = kk // T, kk % T
-            for f in range(Fg):
-                s = 0.0
-                for task in range(ntask):
+        n_lo, n_hi = task * N // ntask, (task + 1) * N // ntask
+        for g in range(G):
+            for n0 in range(n_lo, n_hi, nc):
+                m = min(nc, n_hi - n0)
+                for j in range(m):
+                    n = n0 + j
+                    # dyT[j*P + y*width + x, f] = dy[n, g*Fg + f, y, x]
+                    for f in range(Fg):
+                        src = (n * F + g * Fg + f) * P
+                        for y in range(Ho):
+                            for xx in range(Wo):
+                                yt[(j * P + y * width + xx) * fp + f] = yf[src + y * Wo + xx]
+                    if unit:
+                        pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
+                        gemm(
+                            K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, accf,
+                            ((task * G) + g) * K * Fg, Fg, Fg, Fg, True, panel,
+                        )  # fmt: skip
+                if unit:
+                    continue
+                for c0 in range(0, Cg, cb):
+                    c1 = min(Cg, c0 + cb)
+                    for j in range(m):
+                        im2col(
+                            x[n0 + j, g * Cg + c0 : g * Cg + c1], a_buf[j * P :], L, kh, kw, sh,
+                            sw, dh, dw, pt, pl, Ho, Wo,
+                        )  # fmt: skip
+                    gemm(
+                        (c1 - c0) * T, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q, accf,
+                        ((task * G) + g) * K * Fg + c0 * T * Fg, Fg, Fg, Fg, True, panel,
+                    )  # fmt: skip
+    # dk[g*Fg + f, kk] = sum of the partial dW^T[kk, f]: a transpose, in blocks
+    # of TB rows of kk so that the writes are runs and the reads TB streams
+    dkf = dk.reshape(-1)
+    nb = (K + TB - 1) // TB
+    for blk in prange(G * nb):
+        g, k0 = blk // nb, (blk % nb) * TB
+        k1 = min(K, k0 + TB)
+        for f in range(Fg):
+            d = (g * Fg + f) * K
+            for kk in range(k0, k1):
+                s = acc[0, g, kk, f]
+                for task in range(1, ntask):
                     s += acc[task, g, kk, f]
-                dk[g * Fg + f, c, t // kw, t % kw] = s
+                dkf[d + kk] = s
 
 
 # --------------------------------------------------------------------------
@@ -702,8 +818,8 @@ def conv3d_grad_weights(x, dy, dk, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G
 # C-callable entry points: array pointers and an int64 parameter vector in.
 # PyTensor's generated functions call these through pointers (see
 # numba_conv.py) instead of linking the kernels' IR into every graph, which
-# made each new ``pytensor.function`` with a convolution spend ~45 s
-# re-optimizing the parallel kernels.
+# made each new ``pytensor.function`` with a convolution re-optimize the
+# parallel kernels (tens of seconds per function).
 
 CONV_DIMS = 19  # N, C, H, W, F, Cg, kh, kw, Ho, Wo, sh, sw, dh, dw, pt, pb, pl, pr, G
 
@@ -719,6 +835,14 @@ def _conv3d_threads(d):
     """As :func:`_conv_threads` for a 3-D call (N F Do Ho Wo Cg kd kh kw)."""
     work = d[0] * d[5] * d[10] * d[11] * d[12] * d[6] * d[7] * d[8] * d[9]
     return enter_threads(work, CONV)
+
+
+@driver
+def _partial_sums():
+    """Filter-gradient partial sums: one per thread the call was given (a cfunc, not a
+    parallel kernel, may read the count: Numba's parallel lowering declares the
+    same symbol with another type)."""
+    return max(1, np.int64(_get_num_threads()))
 
 
 def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
@@ -750,8 +874,9 @@ def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     dk = numba.carray(dk_ptr, (d[4], d[5], d[6], d[7]))
     previous = _conv_threads(d)
     conv_grad_weights(
-        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19]
-    )
+        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18],
+        min(d[19], _partial_sums()),
+    )  # fmt: skip
     set_num_threads(previous)
     return 0
 
@@ -809,7 +934,7 @@ def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     previous = _conv3d_threads(d)
     conv3d_grad_weights(
         x, dy, dk, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
-        d[25], d[26],
+        d[25], min(d[26], _partial_sums()),
     )  # fmt: skip
     set_num_threads(previous)
     return 0

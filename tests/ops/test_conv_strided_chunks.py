@@ -1,0 +1,98 @@
+"""The default mode's strided convolution kernels on shapes that split their work.
+
+Strided convolutions put several images side by side in one GEMM and the
+filter gradient unrolls a block of channels at a time (see
+``numba_conv_kernels``); these shapes leave a short last group of images
+(odd batch), use two filter groups, and have enough channels for several
+channel blocks, with one and with two threads (two threads: one partial
+filter-gradient sum per thread).  The reference is the NumPy ``perform``
+in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+from lasagne_bn.ops import numba_conv_kernels as kernels
+from lasagne_bn.ops.conv import (
+    conv2d,
+    conv2d_grad_wrt_inputs,
+    conv2d_grad_wrt_weights,
+    np_conv,
+    np_conv_grad_inputs,
+    np_conv_grad_weights,
+)
+from lasagne_bn.ops.numba_threads import set_kernel_threads
+
+# input shape, filter shape, conv2d keyword arguments
+CASES = {
+    # 8x8 outputs: 7 images in groups of 3 (last group: 1), 2 filter groups,
+    # 40 channels per group: 640 unrolled rows, more than one channel block
+    "8x8-groups-blocks": (
+        (7, 80, 16, 16),
+        (4, 40, 4, 4),
+        dict(border_mode=1, subsample=(2, 2), num_groups=2, filter_flip=False),
+    ),
+    # odd sizes: 3x4 outputs, asymmetric padding, stride (2, 3), flipped filters
+    "odd-stride": (
+        (5, 3, 7, 11),
+        (4, 3, 3, 2),
+        dict(border_mode=((1, 0), (2, 1)), subsample=(2, 3)),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """Per case: the three Ops compiled in the default mode, and their inputs."""
+    rng = np.random.default_rng(13)
+    out = {}
+    for name, (xs, ws, kw) in CASES.items():
+        x = pt.tensor4("x", dtype="float32")
+        w = pt.tensor4("w", dtype="float32")
+        y = conv2d(x, w, **kw)
+        dy = pt.tensor4("dy", dtype="float32")
+        fns = (
+            pytensor.function([x, w], y),
+            pytensor.function([w, dy], conv2d_grad_wrt_inputs(dy, w, xs, **kw)),
+            pytensor.function([x, dy], conv2d_grad_wrt_weights(x, dy, ws, **kw)),
+        )
+        xv = rng.standard_normal(xs).astype(np.float32)
+        wv = rng.standard_normal(ws).astype(np.float32)
+        dyv = rng.standard_normal(fns[0](xv, wv).shape).astype(np.float32)
+        out[name] = (fns, xv, wv, dyv, y.owner.op.params)
+    return out
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    previous = set_kernel_threads(request.param)
+    yield request.param
+    set_kernel_threads(previous)
+
+
+def _close(actual, expected):
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=2e-5 * scale)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_strided_ops_match_reference(compiled, threads, name):
+    (fwd, gin, gwt), x, w, dy, params = compiled[name]
+    x64, w64, dy64 = (a.astype(np.float64) for a in (x, w, dy))
+    _close(fwd(x, w), np_conv(x64, w64, params))
+    _close(gin(w, dy), np_conv_grad_inputs(w64, dy64, x.shape[2:], params))
+    _close(gwt(x, dy), np_conv_grad_weights(x64, dy64, w.shape[2:], params))
+
+
+def test_first_case_splits_the_work():
+    """The first case really has a short last image group and several channel blocks."""
+    _, cg, kh, kw = CASES["8x8-groups-blocks"][1]
+    rows, positions = cg * kh * kw, 8 * 8
+    nc = kernels.image_chunk(7, 2, positions, kernels.CHUNK_COLUMNS, rows)
+    assert 1 < nc < 7 and 7 % nc != 0
+    reduction = min(7, kernels.CHUNK_REDUCTION // positions) * positions
+    assert kernels.L2_ELEMENTS // (reduction * kh * kw) < cg
