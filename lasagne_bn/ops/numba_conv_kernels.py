@@ -31,9 +31,9 @@ per-``kk`` offset table, which is what lets both be views.  Work is split
 over images, groups and blocks of output rows with ``prange``: one thread
 pool (Numba's), one hand-over per Op.  We first used BLAS (``np.dot`` and
 ``numba_xxgemm``), but on a loaded machine every hand-over between Numba's
-threads and the BLAS's threads costs milliseconds of spinning; OpenBLAS's ``openblas_set_num_threads_local`` is
-process-wide in its pthreads builds, so BLAS cannot be made single-threaded
-per call.
+threads and the BLAS's threads costs milliseconds of spinning; OpenBLAS's
+``openblas_set_num_threads_local`` is process-wide in its pthreads builds,
+so BLAS cannot be made single-threaded per call.
 """
 
 from __future__ import annotations
