@@ -102,7 +102,9 @@ class Moments(BatchNormCOp):
         # Checked against the input's ndim in make_node, by the one axes rule;
         # negative axes would need that ndim to mean anything.
         self.axes = tuple(sorted(int(a) for a in axes))
-        if self.axes and self.axes[0] < 0:
+        if not self.axes:
+            normalize_axes(self.axes, 1)  # raises the one rule's error for ()
+        if self.axes[0] < 0:
             raise ValueError(
                 f"axes={tuple(axes)!r}: Moments takes non-negative axes "
                 "(ops.validation.normalize_axes resolves negative ones for an ndim)"

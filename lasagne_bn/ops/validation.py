@@ -28,9 +28,11 @@ The rules:
 
 >>> normalize_axes((-1, 0), 4)
 (0, 3)
->>> EPSILON.check(-1.0)
-Traceback (most recent call last):
-ValueError: epsilon=-1.0 is out of range: expected a value in (0.0, inf)
+>>> try:
+...     EPSILON.check(-1.0)
+... except ValueError as error:  # OutOfRange, a ValueError
+...     print(error)
+epsilon=-1.0 is out of range: expected a value in (0.0, inf)
 """
 
 from __future__ import annotations
@@ -318,9 +320,11 @@ def check_scalar(value, rule: Range):
     --------
     >>> check_scalar(0.1, RUNNING_AVERAGE_FACTOR.named("alpha"))
     0.1
-    >>> check_scalar(pt.constant(5.0), RUNNING_AVERAGE_FACTOR)
-    Traceback (most recent call last):
-    ValueError: running_average_factor=5.0 is out of range: expected a value in [0.0, 1.0]
+    >>> try:
+    ...     check_scalar(pt.constant(5.0), RUNNING_AVERAGE_FACTOR)
+    ... except ValueError as error:
+    ...     print(error)
+    running_average_factor=5.0 is out of range: expected a value in [0.0, 1.0]
     """
     if isinstance(value, Variable):
         if value.ndim != 0:
