@@ -48,7 +48,6 @@ from numba.extending import intrinsic
 
 from lasagne_bn.ops.numba_threads import (
     CONV,
-    _get_num_threads,
     ensure_symbols,
     enter_threads,
     set_num_threads,
@@ -606,8 +605,9 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     unrolled images (a view of the padded image for unit strides; for other
     strides the windows of several images side by side, so that one product
     sums over ``CHUNK_REDUCTION`` positions), in at most ``tasks`` partial
-    sums over the images reduced at the end (the entry points ask for one
-    per thread: Numba splits a ``prange`` evenly over its threads anyway).
+    sums over the images reduced at the end.  ``tasks`` is fixed by the
+    wrapper, not by the threads a call gets, so the sums (and their rounding)
+    are the same on one thread as on several.
     """
     N, C, H, W = x.shape
     F, Ho, Wo = dy.shape[1], dy.shape[2], dy.shape[3]
@@ -837,14 +837,6 @@ def _conv3d_threads(d):
     return enter_threads(work, CONV)
 
 
-@driver
-def _partial_sums():
-    """Filter-gradient partial sums: one per thread the call was given (a cfunc, not a
-    parallel kernel, may read the count: Numba's parallel lowering declares the
-    same symbol with another type)."""
-    return max(1, np.int64(_get_num_threads()))
-
-
 def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
     d = numba.carray(d_ptr, (CONV_DIMS,))
     x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
@@ -875,7 +867,7 @@ def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     previous = _conv_threads(d)
     conv_grad_weights(
         x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18],
-        min(d[19], _partial_sums()),
+        d[19],
     )  # fmt: skip
     set_num_threads(previous)
     return 0
@@ -934,7 +926,7 @@ def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     previous = _conv3d_threads(d)
     conv3d_grad_weights(
         x, dy, dk, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
-        d[25], min(d[26], _partial_sums()),
+        d[25], d[26],
     )  # fmt: skip
     set_num_threads(previous)
     return 0
