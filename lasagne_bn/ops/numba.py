@@ -350,9 +350,47 @@ def numba_funcify_BatchNormApply(op, node, **kwargs):
         body = [f"{a}32 = {a}.astype(np.float32)" for a in args]
         body.append(f"return ((x32 - mean32) * (gamma32 / std32) + beta32).astype(np.{dtype})")
     else:
-        body = [f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})"]
+        body = _apply_loop(node, dtype)
+        body.append(f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})")
     key = _key(op, node)
     return _compile("batch_norm_apply", body, args), key
+
+
+def _apply_loop(node, dtype: str) -> list[str]:
+    """Per-channel loop lines for ``BatchNormApply`` whose parameters share one layout.
+
+    Numba runs the broadcasting expression over a 4-d input one element at
+    a time through its index arithmetic (several times slower than this
+    loop); the loop computes the same expression, ``(x - mean) * (gamma /
+    std) + beta``, per channel.  Used when every parameter has the input's
+    ndim, the same broadcastable axes, and the kept axes are adjacent;
+    otherwise (or when a parameter's size is not the channel count at run
+    time) the expression runs.
+    """
+    x, *params = node.inputs
+    patterns = {p.type.broadcastable for p in params}
+    if len(patterns) != 1 or any(p.ndim != x.ndim for p in params):
+        return []
+    (pattern,) = patterns
+    axes = tuple(i for i, b in enumerate(pattern) if b)
+    if not axes or channel_block(axes, x.ndim) is None:
+        return []
+    lines = _views("BatchNormApply", x.ndim, axes, ["x"])
+    names = ["gamma", "beta", "mean", "std"]
+    lines.append("if " + " and ".join(f"{n}.size == C" for n in names) + ":")
+    body = [f"{n}1 = np.ascontiguousarray({n}).reshape(C)" for n in names]
+    body += [
+        f"out3 = np.empty((A, C, B), dtype=np.{dtype})",
+        "for a in range(A):",
+        "    for c in range(C):",
+        "        m = mean1[c]",
+        "        s = gamma1[c] / std1[c]",
+        "        t = beta1[c]",
+        "        for b in range(B):",
+        "            out3[a, c, b] = (x3[a, c, b] - m) * s + t",
+        "return out3.reshape(x.shape)",
+    ]
+    return lines + ["    " + line for line in body]
 
 
 @register_funcify_and_cache_key(RangeCheck)

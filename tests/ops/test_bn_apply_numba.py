@@ -1,0 +1,57 @@
+"""``batch_normalization`` (BatchNormApply), default mode: the per-channel loop and its fallback.
+
+Parameters that share one broadcast layout with adjacent kept axes take the
+generated loop; others (kept axes apart, or sizes that broadcast at run
+time) the broadcasting expression.  Both must equal the python linker's
+``perform`` to rounding, for negative ``std``, at a large offset, and for a
+Fortran-ordered input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import Mode
+
+from lasagne_bn.ops import batch_normalization
+
+LAYOUTS = [
+    ((4, 5, 3, 6), (1, 5, 1, 1)),  # conv channels: the loop
+    ((7, 9), (1, 9)),  # per-activation: the loop
+    ((4, 5, 3, 6), (1, 5, 3, 1)),  # kept axes adjacent: the loop
+    ((4, 5, 3, 6), (1, 1, 1, 6)),  # last axis kept: the loop
+    ((4, 5, 3, 6), (1, 5, 1, 6)),  # kept axes apart: the expression
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("shape", "pshape"), LAYOUTS, ids=lambda v: str(v))
+def test_default_mode_equals_perform(shape, pshape, dtype):
+    rng = np.random.default_rng(0)
+    x = pt.tensor(dtype=dtype, shape=(None,) * len(shape))
+    params = [pt.tensor(dtype=dtype, shape=tuple(1 if s == 1 else None for s in pshape))]
+    params += [params[0].type() for _ in range(3)]
+    out = batch_normalization(x, *params)
+    fast = pytensor.function([x, *params], out)
+    reference = pytensor.function([x, *params], out, mode=Mode(linker="py", optimizer=None))
+    xv = (1e3 + rng.standard_normal(shape)).astype(dtype)
+    pv = [rng.standard_normal(pshape).astype(dtype) for _ in range(3)]
+    sign = np.where(rng.random(pshape) < 0.3, -1.0, 1.0)
+    pv.append((sign * (0.5 + rng.random(pshape))).astype(dtype))  # std, some negative
+    want = reference(xv, *pv)
+    for xin in (xv, np.asfortranarray(xv)):
+        got = fast(xin, *pv)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=np.finfo(dtype).eps * 4, atol=0)
+
+
+def test_parameters_that_broadcast_at_run_time_take_the_expression():
+    x = pt.tensor4("x")
+    params = [pt.tensor4(shape=(1, None, 1, 1)) for _ in range(4)]
+    f = pytensor.function([x, *params], batch_normalization(x, *params))
+    xv = np.ones((2, 3, 2, 2), dtype=x.dtype)
+    one = np.full((1, 1, 1, 1), 2.0, dtype=x.dtype)  # size 1, not the 3 channels
+    # (1 - 2) * (2 / 2) + 2, broadcast over the 3 channels, as NumPy (and perform) do
+    np.testing.assert_allclose(f(xv, one, one, one, one), np.ones((2, 3, 2, 2)))
