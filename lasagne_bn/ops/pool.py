@@ -302,7 +302,23 @@ def np_average_pool_grad(x_shape, gz, p: PoolParams, dtype) -> np.ndarray:
 # Ops with static windows
 
 
-class _PoolOp(COp):
+class _PoolCCode(COp):
+    """The C code of every pooling Op (:mod:`lasagne_bn.ops.pool_c`)."""
+
+    def c_support_code(self, **kwargs):
+        return pool_c.support_code()
+
+    def c_headers(self, **kwargs):
+        return ["<math.h>", "<string.h>"]
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
+
+    def c_code_cache_version(self):
+        return (pool_c.C_CODE_VERSION,)
+
+
+class _PoolOp(_PoolCCode):
     """Shared parameters of the static-window pooling Ops.
 
     Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.pool_c`.
@@ -347,18 +363,6 @@ class _PoolOp(COp):
     def out_type(self, x: Variable) -> TensorType:
         shape = pool_output_shape(x.type.shape, self.ws, self.stride, self.pad, self.ignore_border)
         return TensorType(x.type.dtype, shape=shape)
-
-    def c_support_code(self, **kwargs):
-        return pool_c.support_code()
-
-    def c_headers(self, **kwargs):
-        return ["<math.h>", "<string.h>"]
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
-
-    def c_code_cache_version(self):
-        return (pool_c.C_CODE_VERSION,)
 
 
 def _zero_grad_like(var):
@@ -536,7 +540,7 @@ _KINDS = {
 }
 
 
-class DynamicPool(COp):
+class DynamicPool(_PoolCCode):
     """Pooling whose ``ws``, ``stride`` and ``pad`` are symbolic int vectors.
 
     Inputs: the arrays of ``kind`` (``'pool'``: ``x``; ``'max_grad'``:
@@ -680,18 +684,6 @@ class DynamicPool(COp):
 
     def _sibling(self, kind):
         return DynamicPool(kind, self.nd, self.ignore_border, self.mode)
-
-    def c_support_code(self, **kwargs):
-        return pool_c.support_code()
-
-    def c_headers(self, **kwargs):
-        return ["<math.h>", "<string.h>"]
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
-
-    def c_code_cache_version(self):
-        return (pool_c.C_CODE_VERSION,)
 
 
 def _static_ints(v):
