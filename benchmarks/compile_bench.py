@@ -44,7 +44,7 @@ MODES = ("default", "numba_whole_graph", "jax", "fast_compile", "cvm")
 
 # "default": the mode lasagne_bn compiles with when none is named (compat's
 # ``theano.function``, ``lasagne-bn run``): PyTensor's default rewrites and
-# Numba kernels, big graphs compiled node by node (ops/numba_linker.py).
+# Numba kernels, big graphs compiled node by node (ops/numba/linker.py).
 # "numba_whole_graph": PyTensor's own NUMBA mode, the whole graph as one
 # Numba function.
 
@@ -261,7 +261,7 @@ def training_function(net_name: str, size: int, batch: int, mode):
 
 def _mode_object(name: str):
     if name == "default":
-        from lasagne_bn.ops.numba_linker import big_graph_mode
+        from lasagne_bn.ops.numba.linker import big_graph_mode
 
         return big_graph_mode()
     if name == "numba_whole_graph":

@@ -32,7 +32,7 @@ Implementations, each in its own worker process:
   outputs or 1000 nodes; the table says which);
 - ``ours/JAX``: mode ``JAX``;
 - ``ours/C``: mode ``C`` with the opt-in ``lasagne_bn_scipy_gemm`` rewrites
-  (:func:`lasagne_bn.ops.c_gemm.c_mode`: dense layers and softmax in C without
+  (:func:`lasagne_bn.ops.c.gemm.c_mode`: dense layers and softmax in C without
   a BLAS), or ``CVM`` when that cannot compile the network (the table says
   which, and why);
 - ``ours/default-1thread``: the same with ``NUMBA_NUM_THREADS=1`` (what
@@ -282,7 +282,7 @@ def ours_impl(net: str, cfg: dict, mode_name: str, weights: str) -> dict:
     """Compile the training and inference functions; returns the worker's steps and facts."""
     import pytensor
 
-    from lasagne_bn.ops.numba_linker import big_graph_mode, compiles_per_node
+    from lasagne_bn.ops.numba.linker import big_graph_mode, compiles_per_node
 
     use_float32()
     graph = lasagne_net(net, cfg)
@@ -311,7 +311,7 @@ def ours_impl(net: str, cfg: dict, mode_name: str, weights: str) -> dict:
         facts["interface"] = len(train.maker.fgraph.inputs) + len(train.maker.fgraph.outputs)
     elif mode_name == "C":
         try:
-            from lasagne_bn.ops.c_gemm import c_mode
+            from lasagne_bn.ops.c.gemm import c_mode
 
             train, infer, seconds = compile_(c_mode())
             train(*[data[k] for k in train_keys])  # mode C may compile and fail on a call
@@ -724,7 +724,7 @@ def profile_ours(net: str, size: str, calls: int) -> None:
 
     from pytensor.compile.mode import Mode, get_mode
 
-    from lasagne_bn.ops.numba_linker import NumbaNodeLinker, _NodeProgram
+    from lasagne_bn.ops.numba.linker import NumbaNodeLinker, _NodeProgram
 
     cfg = SIZES[size][net]
     with tempfile.TemporaryDirectory() as tmp:
@@ -820,7 +820,7 @@ def _op_key(node) -> str:
 
 def _find_program(fn):
     """The ``_NodeProgram`` a ``NumbaNodeLinker`` function runs (PyTensor keeps it in the VM)."""
-    from lasagne_bn.ops.numba_linker import _NodeProgram
+    from lasagne_bn.ops.numba.linker import _NodeProgram
 
     seen = set()
     stack = [fn.vm]

@@ -2,7 +2,7 @@
 
 Calls the kernels' C entry points directly (ctypes; the same pointer the
 compiled graphs call) with the thread count fixed by
-``lasagne_bn.ops.numba_threads.set_kernel_threads``, one thread against
+``lasagne_bn.ops.numba.threads.set_kernel_threads``, one thread against
 ``numba.get_num_threads()`` threads, interleaved, over a range of sizes:
 
 - warm: back-to-back calls (a training loop whose other ops also keep the
@@ -11,7 +11,7 @@ compiled graphs call) with the thread count fixed by
   gone to sleep and the launch has to wake them.
 
 Prints per size the median µs per call and the ratio many / one; the
-thresholds in ``numba_threads.py`` sit where the cold ratio drops below 1.
+thresholds in ``lasagne_bn/ops/numba/threads.py`` sit where the cold ratio drops below 1.
 
 Run:  python benchmarks/thread_threshold.py [--family bn conv pool] [--reps 15]
 """
@@ -27,9 +27,10 @@ import time
 import numba
 import numpy as np
 
-from lasagne_bn.ops import numba_conv as nc
-from lasagne_bn.ops import numba_kernels as nk
-from lasagne_bn.ops import numba_threads as nt
+from lasagne_bn.ops.numba import bn as nb
+from lasagne_bn.ops.numba import conv as nc
+from lasagne_bn.ops.numba import pool as npool
+from lasagne_bn.ops.numba import threads as nt
 
 P = ctypes.c_void_p
 N = ctypes.c_ssize_t
@@ -57,12 +58,14 @@ def bn_calls(shape):
     gamma = np.ones(C)
     beta = np.zeros(C)
     fwd = ctypes.CFUNCTYPE(I32, P, N, N, N, P, P, D, P, P)(
-        nk.kernel_address("train_forward", "float32")
+        nb.ENTRY_POINTS.address("train_forward", "float32")
     )
     bwd = ctypes.CFUNCTYPE(I32, P, P, N, N, N, P, P)(
-        nk.kernel_address("train_backward", "float32")
+        nb.ENTRY_POINTS.address("train_backward", "float32")
     )
-    inf = ctypes.CFUNCTYPE(I32, P, N, N, N, P, D, P)(nk.kernel_address("inference", "float32"))
+    inf = ctypes.CFUNCTYPE(I32, P, N, N, N, P, D, P)(
+        nb.ENTRY_POINTS.address("inference", "float32")
+    )
     args_f = (ptr(x), A, C, B, ptr(gamma), ptr(beta), 1e-4, ptr(out), ptr(stats3))
     args_b = (ptr(x), ptr(dy), A, C, B, ptr(stats7), ptr(dx))
     args_i = (ptr(x), A, C, B, ptr(stats4), 1e-4, ptr(out))
@@ -88,7 +91,7 @@ def conv_calls(n, c, hw):
         ("conv_grad_inputs", k, out, x.copy()),
         ("conv_grad_weights", x, out, k.copy()),
     ):
-        f = sig(nc.kernel_address(name, "float32"))
+        f = sig(nc.ENTRY_POINTS.address(name, "float32"))
         args = (ptr(a), ptr(b), ptr(o), ptr(dims))
         calls.append((name, lambda f=f, args=args: f(*args), (a, b, o, dims)))
     return calls
@@ -102,8 +105,10 @@ def pool_calls(planes, hw):
     out = np.empty((planes, 1, o, o), dtype=np.float32)
     gx = np.empty_like(x)
     dims = np.array([planes, 1, hw, hw, 1, o, o, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0], np.int64)
-    fwd = ctypes.CFUNCTYPE(I32, P, P, P)(nc.kernel_address("pool_forward", "float32"))
-    grad = ctypes.CFUNCTYPE(I32, P, P, P, P)(nc.kernel_address("max_pool_grad", "float32"))
+    fwd = ctypes.CFUNCTYPE(I32, P, P, P)(npool.ENTRY_POINTS.address("pool_forward", "float32"))
+    grad = ctypes.CFUNCTYPE(I32, P, P, P, P)(
+        npool.ENTRY_POINTS.address("max_pool_grad", "float32")
+    )
     keep = (x, out, gx, dims)
     return [
         ("pool_forward", lambda: fwd(ptr(x), ptr(out), ptr(dims)), keep),

@@ -148,7 +148,7 @@ class ExportedModel:
             return self._compiled[train]
         import pytensor
 
-        import lasagne_bn.ops.jax as bn_jax
+        import lasagne_bn.ops.jax.bn as bn_jax
         from lasagne_bn.layers import get_output
 
         outputs, updates = get_output(

@@ -13,11 +13,11 @@ MODULES = [
     "lasagne_bn.ops.host_memory",
     "lasagne_bn.ops.layout",
     "lasagne_bn.ops.validation",
-    "lasagne_bn.ops.bn_c",
-    "lasagne_bn.ops.c_common",
-    "lasagne_bn.ops.conv_c",
-    "lasagne_bn.ops.pool_c",
-    "lasagne_bn.ops.c_gemm",
+    "lasagne_bn.ops.c.bn",
+    "lasagne_bn.ops.c.common",
+    "lasagne_bn.ops.c.conv",
+    "lasagne_bn.ops.c.pool",
+    "lasagne_bn.ops.c.gemm",
     "lasagne_bn.ops.conv",
     "lasagne_bn.layers.conv",
     "lasagne_bn.layers.pool",
@@ -62,7 +62,7 @@ MODULES = [
     "compat.theano.tensor.subtensor",
     "lasagne_bn.ops.moments",
     "lasagne_bn.ops.rewrites",
-    "lasagne_bn.ops.numba_float16",
+    "lasagne_bn.ops.numba.float16",
 ]
 
 

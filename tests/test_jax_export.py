@@ -290,7 +290,7 @@ def test_no_float64_anywhere_in_the_exported_step(net):
 def test_half_precision_inputs_get_float32_statistics(dtype):
     import jax.numpy as jnp
 
-    from lasagne_bn.ops.jax import train_forward
+    from lasagne_bn.ops.jax.bn import train_forward
 
     r = np.random.RandomState(0)
     x64 = r.randn(16, 3, 4, 4) * 2 + 100

@@ -125,7 +125,7 @@ def function(*args, **kwargs):
     """``theano.function``: PyTensor's :func:`pytensor.function`, same arguments.
 
     Where the call names no mode and PyTensor's default is its Numba mode,
-    the function compiles with :func:`lasagne_bn.ops.numba_linker.big_graph_mode`:
+    the function compiles with :func:`lasagne_bn.ops.numba.linker.big_graph_mode`:
     the same rewrites and kernels, and graphs too big for one Numba function
     (a ResNet-50 training step) compiled node by node, as Theano compiled
     them, instead of exhausting memory.
@@ -134,7 +134,7 @@ def function(*args, **kwargs):
     notice, on_first_compile = on_first_compile, None
     if notice is not None:
         notice()
-    from lasagne_bn.ops import numba_linker
+    from lasagne_bn.ops.numba import linker as numba_linker
     from lasagne_bn.ops.rewrites import register_rewrites
 
     # Legacy graphs may hold none of our Ops (``T.arange(y.shape[0])`` under

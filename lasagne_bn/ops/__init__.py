@@ -16,21 +16,18 @@ the rest happens when it is needed, once per process:
   PyTensor's rewrite database the first time one of our Ops builds a node
   (see :mod:`lasagne_bn.ops.rewrites`; :func:`register_rewrites` does it now);
 - the Numba kernels, their thread-policy symbols and Numba's thread pool
-  are set up when a kernel is first compiled (:mod:`lasagne_bn.ops.numba_threads`);
+  are set up when a kernel is first compiled (:mod:`lasagne_bn.ops.numba.threads`);
 - Numba learns float16 (LLVM ``half``) when one of our float16 nodes is first
   compiled in the default mode (:func:`enable_numba_float16`);
 - the host allocator is tuned only by an explicit call,
   :func:`recycle_host_memory` (:mod:`lasagne_bn.ops.host_memory`).
 
 The parallel kernels pick their thread count per call (see
-:mod:`lasagne_bn.ops.numba_threads`; :func:`set_kernel_threads` or
+:mod:`lasagne_bn.ops.numba.threads`; :func:`set_kernel_threads` or
 ``LASAGNE_BN_THREADS=<n>`` fixes it).
 """
 
-from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
-from lasagne_bn.ops import numba_conv as _numba_conv_registrations  # noqa: F401
-from lasagne_bn.ops import numba_moments as _numba_moments_registrations  # noqa: F401
-from lasagne_bn.ops import numba_pool as _numba_pool_registrations  # noqa: F401
+from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401  (every family)
 from lasagne_bn.ops.api import (
     batch_normalization,
     batch_normalization_test,
@@ -45,8 +42,8 @@ from lasagne_bn.ops.bn import (
 )
 from lasagne_bn.ops.host_memory import recycle_host_memory
 from lasagne_bn.ops.moments import Moments, normalize
-from lasagne_bn.ops.numba_float16 import enable_numba_float16
-from lasagne_bn.ops.numba_threads import get_kernel_threads, kernel_threads, set_kernel_threads
+from lasagne_bn.ops.numba.float16 import enable_numba_float16
+from lasagne_bn.ops.numba.threads import get_kernel_threads, kernel_threads, set_kernel_threads
 from lasagne_bn.ops.rewrites import register_rewrites
 
 __all__ = [

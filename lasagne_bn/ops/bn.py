@@ -33,7 +33,7 @@ from pytensor.tensor.shape import shape_i, specify_broadcastable
 from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops import bn_c
+from lasagne_bn.ops.c import bn as bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
 from lasagne_bn.ops.rewrites import ensure_registered
@@ -341,7 +341,7 @@ def np_apply(x, gamma, beta, mean, std, dtype):
 
 
 class BatchNormCOp(COp):
-    """Shared C plumbing of the batch-norm Ops (code in :mod:`lasagne_bn.ops.bn_c`).
+    """Shared C plumbing of the batch-norm Ops (code in :mod:`lasagne_bn.ops.c.bn`).
 
     float16 nodes have no C code (``NotImplementedError``): ``CVM`` runs
     their ``perform``.

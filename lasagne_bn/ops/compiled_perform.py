@@ -5,7 +5,7 @@ call each Op's ``perform``; the batch-norm Ops' NumPy ``perform`` makes several
 passes with full-size temporaries, which the compiled kernels avoid.  Here
 ``perform`` calls the same Numba function the default mode compiles for the
 node (one per distinct node, compiled on first use and cached on disk, see
-:mod:`lasagne_bn.ops.numba_linker`), so every mode computes with the same
+:mod:`lasagne_bn.ops.numba.linker`), so every mode computes with the same
 kernels.  The NumPy implementation stays the reference: it runs when the Numba
 function cannot be built, and whenever the Numba call raises (so a bad input
 gets the NumPy path's error message), and inside :func:`numpy_perform`.
@@ -61,7 +61,7 @@ def _function(node: Apply):
         # Only Ops with their own Numba implementation: PyTensor's fallback
         # for the others wraps ``perform`` itself.
         if numba_funcify.dispatch(type(node.op)) is not numba_funcify.dispatch(object):
-            from lasagne_bn.ops.numba_linker import _node_function
+            from lasagne_bn.ops.numba.linker import _node_function
 
             fn = _node_function(node, {})
     except Exception:  # no Numba implementation for these types: NumPy it is

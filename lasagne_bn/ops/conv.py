@@ -26,7 +26,7 @@ c, i, j of pad(img)[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] * k[f, c, i, j]``
 with ``k`` the (possibly flipped) filters (a depth axis adds a third
 index the same way).  The ``perform`` methods are the vectorised NumPy
 implementation that ``FAST_COMPILE``, the python linker and CVM run;
-:mod:`lasagne_bn.ops.numba_conv` and :mod:`lasagne_bn.ops.jax_conv` hold
+:mod:`lasagne_bn.ops.numba.conv` and :mod:`lasagne_bn.ops.jax.conv` hold
 the fast kernels.
 """
 
@@ -49,7 +49,7 @@ from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops import conv_c
+from lasagne_bn.ops.c import conv as conv_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.rewrites import ensure_registered
 from lasagne_bn.ops.validation import check_float
@@ -529,7 +529,7 @@ def _layout(kind: str, n: int) -> str:
 class _ConvOp(COp):
     """Shared parameters of the convolution Ops; ``convdim`` is set by each subclass.
 
-    Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.conv_c`;
+    Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.c.conv`;
     float16 nodes have none (``CVM`` runs ``perform``).
     """
 

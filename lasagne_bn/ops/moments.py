@@ -9,11 +9,11 @@ keeps its variance.  The implementations share the batch-norm code rather
 than copy it:
 
 - NumPy ``perform``: :func:`lasagne_bn.ops.bn.shifted_moments`;
-- Numba: :func:`lasagne_bn.ops.numba_kernels.channel_moments`, the
+- Numba: :func:`lasagne_bn.ops.numba.bn_kernels.channel_moments`, the
   statistics pass of the batch-norm training kernel
-  (:mod:`lasagne_bn.ops.numba_moments` registers it);
-- C (``CVM``, ``C``): the batch-norm C reduction (:mod:`lasagne_bn.ops.bn_c`);
-- JAX: :func:`lasagne_bn.ops.jax.shifted_moments` (:mod:`lasagne_bn.ops.jax_moments`).
+  (:mod:`lasagne_bn.ops.numba.moments` registers it);
+- C (``CVM``, ``C``): the batch-norm C reduction (:mod:`lasagne_bn.ops.c.bn`);
+- JAX: :func:`lasagne_bn.ops.jax.bn.shifted_moments` (:mod:`lasagne_bn.ops.jax.moments`).
 
 Besides ``mean`` and ``var`` the Op returns the ``shift`` and the
 ``shifted_mean`` (``mean == shift + shifted_mean``): :func:`normalize`
@@ -47,7 +47,6 @@ from pytensor.gradient import disconnected_type
 from pytensor.graph.basic import Apply, Variable
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops import bn_c
 from lasagne_bn.ops.bn import (
     BatchNormCOp,
     bn_dtypes,
@@ -56,6 +55,7 @@ from lasagne_bn.ops.bn import (
     stat_type,
     symbolic_m,
 )
+from lasagne_bn.ops.c import bn as bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import reduced_size, stat_shape
 from lasagne_bn.ops.rewrites import ensure_registered

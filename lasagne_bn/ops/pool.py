@@ -45,7 +45,7 @@ from pytensor.link.c.op import COp
 from pytensor.tensor.type import TensorType, integer_dtypes
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops import pool_c
+from lasagne_bn.ops.c import pool as pool_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import as_int_tuple, static_or
 from lasagne_bn.ops.rewrites import ensure_registered
@@ -303,7 +303,7 @@ def np_average_pool_grad(x_shape, gz, p: PoolParams, dtype) -> np.ndarray:
 
 
 class _PoolCCode(COp):
-    """The C code of every pooling Op (:mod:`lasagne_bn.ops.pool_c`)."""
+    """The C code of every pooling Op (:mod:`lasagne_bn.ops.c.pool`)."""
 
     def c_support_code(self, **kwargs):
         return pool_c.support_code()
@@ -321,12 +321,12 @@ class _PoolCCode(COp):
 class _PoolOp(_PoolCCode):
     """Shared parameters of the static-window pooling Ops.
 
-    Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.pool_c`.
+    Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.c.pool`.
     """
 
     __props__ = ("ws", "stride", "pad", "ignore_border", "mode")
     _label = "Pool{}d"  # the printed name, by the number of pooled axes
-    c_kind = 0  # what pool_c computes: 0 pool, 1 max grad, 2 max grad grad, 3 average grad
+    c_kind = 0  # what c/pool.py computes: 0 pool, 1 max grad, 2 max grad grad, 3 average grad
 
     def __setstate__(self, state):
         # An unpickled graph (a pickled function) calls no make_node.

@@ -5,7 +5,7 @@ Importing :mod:`lasagne_bn` changes nothing in PyTensor's rewrite database
 first time something that needs it is built, once per process:
 
 - ``"jax"`` (any of our Ops, a layer graph, ``theano.function``):
-  ``lasagne_bn_register_jax``, which imports :mod:`lasagne_bn.ops.jax` (and
+  ``lasagne_bn_register_jax``, which imports :mod:`lasagne_bn.ops.jax.bn` (and
   so JAX) only when a function is first compiled in JAX mode, and the
   static-shape rewrites of :mod:`lasagne_bn.ops.static_shapes` (JAX mode only);
 - ``"bn"`` (a batch-norm Op's ``make_node``): the tagged, off-by-default
@@ -17,7 +17,7 @@ first time something that needs it is built, once per process:
 - ``"aliasing"`` (a ``default_update`` set through
   :func:`lasagne_bn.utils.set_default_update`, ``get_output`` of a layer):
   :mod:`lasagne_bn._aliasing`;
-- ``"c_gemm"`` (:func:`lasagne_bn.ops.c_gemm.c_mode`): the opt-in, tagged
+- ``"c_gemm"`` (:func:`lasagne_bn.ops.c.gemm.c_mode`): the opt-in, tagged
   rewrite that gives mode ``C`` matrix products where PyTensor has no BLAS.
 
 Each rewrite only touches graphs that need it (our Op classes, JAX-mode
@@ -27,7 +27,7 @@ without our Ops that want the JAX static-shape rewrite (``x[:, :x.shape[1] - 1]`
 under ``mode="JAX"``) or the aliased-input rewrite.
 
 The C backends (``C``, ``CVM``) need no rewrite: the Ops have C code
-(:mod:`lasagne_bn.ops.bn_c`), compiled loops that make fewer passes over
+(:mod:`lasagne_bn.ops.c.bn`), compiled loops that make fewer passes over
 the data than a graph of plain PyTensor Ops, and no full-size temporaries.
 
 >>> from lasagne_bn.ops.rewrites import ensure_registered, registered
@@ -50,10 +50,10 @@ class RegisterJaxKernels(GraphRewriter):
     """Leaves the graph alone; makes sure the JAX kernels are registered."""
 
     def apply(self, fgraph):
-        importlib.import_module("lasagne_bn.ops.jax")
-        importlib.import_module("lasagne_bn.ops.jax_conv")
-        importlib.import_module("lasagne_bn.ops.jax_moments")
-        importlib.import_module("lasagne_bn.ops.jax_pool")
+        importlib.import_module("lasagne_bn.ops.jax.bn")
+        importlib.import_module("lasagne_bn.ops.jax.conv")
+        importlib.import_module("lasagne_bn.ops.jax.moments")
+        importlib.import_module("lasagne_bn.ops.jax.pool")
 
 
 def _register_jax() -> None:
@@ -79,7 +79,7 @@ GROUPS = {
     "conv": (("jax",), _register_module("lasagne_bn.ops.conv_rewrites")),
     "pool": (("jax",), _register_module("lasagne_bn.ops.pool_rewrites")),
     "aliasing": ((), _register_module("lasagne_bn._aliasing")),
-    "c_gemm": ((), _register_module("lasagne_bn.ops.c_gemm")),
+    "c_gemm": ((), _register_module("lasagne_bn.ops.c.gemm")),
 }
 
 _done: set[str] = set()

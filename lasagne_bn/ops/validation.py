@@ -366,7 +366,7 @@ class RangeCheck(COp):
     For symbolic layer arguments that reach no batch-norm Op (``alpha`` of
     ``stat_storage='inv_std'``, ``r_max``, ``d_max``): the same test and
     error as the Ops' own checks, in every mode (``perform``, Numba and JAX
-    registrations in :mod:`lasagne_bn.ops.numba` and :mod:`lasagne_bn.ops.jax`,
+    registrations in :mod:`lasagne_bn.ops.numba.bn` and :mod:`lasagne_bn.ops.jax.bn`,
     C code here).  Use :func:`checked`, which adds it only when needed.
     """
 

@@ -35,8 +35,8 @@ from lasagne_bn.layers import (
     get_output,
 )
 from lasagne_bn.nonlinearities import rectify, softmax
-from lasagne_bn.ops import numba_linker
-from lasagne_bn.ops.numba_linker import NumbaNodeLinker
+from lasagne_bn.ops.numba import linker as numba_linker
+from lasagne_bn.ops.numba.linker import NumbaNodeLinker
 from lasagne_bn.random import get_rng, set_rng
 
 
@@ -248,7 +248,7 @@ def test_big_graph_mode_keeps_the_default_rewrites_setting():
 
     script = (
         "import pytensor, pytensor.tensor as pt\n"
-        "from lasagne_bn.ops.numba_linker import big_graph_mode\n"
+        "from lasagne_bn.ops.numba.linker import big_graph_mode\n"
         "x = pt.vector('x')\n"
         "f = pytensor.function([x], pt.exp(pt.log(x)), mode=big_graph_mode())\n"
         "print(sorted(type(n.op.scalar_op).__name__ for n in f.maker.fgraph.apply_nodes))\n"

@@ -1,4 +1,4 @@
-"""Opt-in matrix products in C without a BLAS to link (:mod:`lasagne_bn.ops.c_gemm`)."""
+"""Opt-in matrix products in C without a BLAS to link (:mod:`lasagne_bn.ops.c.gemm`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from lasagne_bn.ops.c_gemm import ScipyDot22, c_mode
+from lasagne_bn.ops.c.gemm import ScipyDot22, c_mode
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -16,7 +16,6 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from lasagne_bn.ops import numba_conv_kernels as kernels
 from lasagne_bn.ops.conv import (
     conv2d,
     conv2d_grad_wrt_inputs,
@@ -25,7 +24,8 @@ from lasagne_bn.ops.conv import (
     np_conv_grad_inputs,
     np_conv_grad_weights,
 )
-from lasagne_bn.ops.numba_threads import set_kernel_threads
+from lasagne_bn.ops.numba import conv_kernels as kernels
+from lasagne_bn.ops.numba.threads import set_kernel_threads
 
 # input shape, filter shape, conv2d keyword arguments
 CASES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lasagne_bn.ops import numba_kernels as nk
+from lasagne_bn.ops.numba import bn_kernels as nk
 
 SHAPES = [
     (2, 3, 1),  # fewer rows than one sweep

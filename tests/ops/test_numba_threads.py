@@ -1,4 +1,4 @@
-"""The per-call thread choice of the parallel Numba kernels (lasagne_bn.ops.numba_threads).
+"""The per-call thread choice of the parallel Numba kernels (lasagne_bn.ops.numba.threads).
 
 The policy is checked on plain numbers (choose_threads), the live signals on
 this machine, and the kernels for the same results on one thread and on
@@ -18,9 +18,9 @@ import pytensor.tensor as pt
 import pytest
 
 from lasagne_bn.ops import batch_normalization_test, batch_normalization_train
-from lasagne_bn.ops import numba_kernels as nk
-from lasagne_bn.ops import numba_threads as nt
 from lasagne_bn.ops.conv import conv2d
+from lasagne_bn.ops.numba import bn_kernels as nk
+from lasagne_bn.ops.numba import threads as nt
 from lasagne_bn.ops.pool import pool_2d
 
 BIG = 1 << 30

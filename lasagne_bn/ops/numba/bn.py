@@ -2,7 +2,7 @@
 
 Each Apply node gets a small generated wrapper that checks shapes and
 scalars, views the input as ``(outer, channels, inner)`` and calls the
-fused kernels of :mod:`lasagne_bn.ops.numba_kernels`.  Nothing here falls
+fused kernels of :mod:`lasagne_bn.ops.numba.bn_kernels`.  Nothing here falls
 back to object mode.
 
 float16: the wrappers hand float16 buffers to the kernels as their uint16
@@ -10,20 +10,17 @@ bits, and the kernels convert each element to float64 on load and round
 once on store, in integer code.  Numba itself has no CPU data model for
 float16 (PyTensor's Numba backend rejects any float16 graph with
 ``NotImplementedError: float16``): compiling one of our float16 nodes calls
-:func:`lasagne_bn.ops.numba_float16.enable_numba_float16` first, so the
+:func:`lasagne_bn.ops.numba.float16.enable_numba_float16` first, so the
 graph around it can pass float16 arrays.  The kernel module is imported
 (and its kernels compiled) only when a node is first compiled.
 """
 
 from __future__ import annotations
 
-from hashlib import sha256
 from pathlib import Path
 
 import numba
 import numpy as np
-from numba.core import types
-from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
 from lasagne_bn.ops import validation
@@ -35,7 +32,8 @@ from lasagne_bn.ops.bn import (
     running_average_update,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
-from lasagne_bn.ops.numba_float16 import enable_numba_float16, needs_float16
+from lasagne_bn.ops.numba._codegen import EntryPoints, node_key, source_version
+from lasagne_bn.ops.numba.float16 import enable_numba_float16, needs_float16
 from lasagne_bn.ops.validation import (
     EPSILON,
     RULES,
@@ -44,27 +42,15 @@ from lasagne_bn.ops.validation import (
     RangeCheck,
 )
 
-# Keys the on-disk caches (PyTensor's per-graph cache links the kernels in):
-# a hash of the sources, so an edited kernel can never be served stale
-# (the validation rules are generated into the wrappers).
+# The validation rules are generated into the wrappers: their source is part
+# of the version too.
 _HERE = Path(__file__)
-KERNEL_VERSION = sha256(
-    b"".join(
-        p.read_bytes()
-        for p in (_HERE.with_name("numba_kernels.py"), _HERE, Path(validation.__file__))
-    )
-).hexdigest()[:16]
-
-
-def _kernels():
-    """:mod:`lasagne_bn.ops.numba_kernels`, imported when a kernel is first needed."""
-    from lasagne_bn.ops import numba_kernels
-
-    return numba_kernels
-
-
-def _kernel_address(kernel: str, dtype: str) -> int:
-    return _kernels().kernel_address(kernel, dtype)
+KERNEL_VERSION = source_version(_HERE.with_name("bn_kernels.py"), _HERE, validation.__file__)
+ENTRY_POINTS = EntryPoints(
+    "lasagne_bn.ops.numba.bn_kernels",
+    KERNEL_VERSION,
+    lambda kernels, name, dtype: kernels.entry_signature(name, dtype),
+)
 
 
 # --------------------------------------------------------------------------
@@ -166,52 +152,15 @@ def _compile(
     kernels: tuple[str, ...] = (),
     dtype: str = "float64",
 ):
-    """Jit a generated wrapper; PyTensor caches it inside the whole graph's function.
-
-    Each name in ``kernels`` becomes a local function ``<name>_fn`` that calls
-    the compiled entry point through a pointer fetched once per process.
-    """
     env = {
-        "np": np,
-        "_call_cached_ptr": _call_cached_ptr,
         "_raise_out_of_range": _raise_out_of_range,
         "running_average_update": running_average_update,
     }
-    prologue = []
-    for kernel in kernels:
-        env[f"{kernel}_ptr"] = _pointer_getter(kernel, dtype)
-        env[f"{kernel}_type"] = types.FunctionType(_kernels().entry_signature(kernel, dtype))
-        prologue.append(
-            f"{kernel}_fn = _call_cached_ptr(get_ptr_func={kernel}_ptr, "
-            f"func_type_ref={kernel}_type, "
-            f"unique_func_name_lit='lasagne_bn_{kernel}_{dtype}_v{KERNEL_VERSION}')"
-        )
-    lines = prologue + body
-    src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
-    return numba_njit(compile_numba_function_src(src, name, global_env=env))
-
-
-def _pointer_getter(kernel: str, dtype: str):
-    """A jitted function returning the entry point's address (Python runs once)."""
-
-    @numba_njit
-    def get_pointer():
-        with numba.objmode(ptr=types.intp):
-            ptr = _kernel_address(kernel, dtype)
-        return ptr
-
-    return get_pointer
+    return ENTRY_POINTS.compile(name, body, args, kernels, dtype, env)
 
 
 def _key(op, node) -> str:
-    parts = (
-        type(op).__name__,
-        repr(op._props_dict()),
-        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
-        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
-        KERNEL_VERSION,
-    )
-    return sha256(repr(parts).encode()).hexdigest()
+    return node_key(op, node, KERNEL_VERSION)
 
 
 def _dtype(var) -> str:

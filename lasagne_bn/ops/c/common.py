@@ -17,7 +17,7 @@ is defined once, where copies under one name would collide.
   BLAS is linked, so the C code works wherever SciPy does, even where
   PyTensor found no BLAS (``blas__ldflags`` empty).
 
->>> from lasagne_bn.ops import c_common
+>>> from lasagne_bn.ops.c import common as c_common
 >>> "lbn_gemm_f32" in c_common.BLAS_SUPPORT
 True
 """

@@ -41,7 +41,7 @@ started, by :func:`ensure_symbols`, which the kernel modules call when they
 are imported (when a kernel is about to be compiled); importing
 :mod:`lasagne_bn` does neither.
 
->>> from lasagne_bn.ops.numba_threads import kernel_threads, BN_MIN_WORK
+>>> from lasagne_bn.ops.numba.threads import kernel_threads, BN_MIN_WORK
 >>> kernel_threads(1000, "batch_norm")         # small: one thread, no parallel launch
 1
 """

@@ -13,11 +13,11 @@ docstring of :mod:`lasagne_bn.ops.conv` (2-D is 3-D with a depth of one):
 
 A 1x1 filter with stride 1 and no padding uses the image itself as
 ``col``.  The filters are flipped (``filter_flip=True``) into a small
-buffer first.  GEMM is SciPy's BLAS (:data:`lasagne_bn.ops.c_common.BLAS_SUPPORT`),
+buffer first.  GEMM is SciPy's BLAS (:data:`lasagne_bn.ops.c.common.BLAS_SUPPORT`),
 called on column blocks small enough that OpenBLAS runs them on the
 calling thread (its own threads spin between calls and made a convolution
 25x slower on a loaded machine); the batch is split over threads started
-for the call, as in :mod:`lasagne_bn.ops.bn_c` (``LASAGNE_BN_C_THREADS``).
+for the call, as in :mod:`lasagne_bn.ops.c.bn` (``LASAGNE_BN_C_THREADS``).
 Filters too large for such blocks go to OpenBLAS whole, on one thread of
 ours.  Inputs that are not C-contiguous are copied
 first.  Computation is in the input's precision, as ``perform``'s
@@ -42,7 +42,7 @@ import ast
 import hashlib
 from pathlib import Path
 
-from lasagne_bn.ops import c_common
+from lasagne_bn.ops.c import common as c_common
 
 #: Keys PyTensor's on-disk cache of compiled modules (this file and the shared plumbing).
 C_CODE_VERSION = (
@@ -488,7 +488,7 @@ def conv_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     }}
     if (lcv_bad || {check}) {{
         PyObject* lcv_in[{len(raise_in)}] = {{{raise_items}}};
-        lbn_raise_from_python("lasagne_bn.ops.conv_c", "{kind_name}", "{props}", lcv_in,
+        lbn_raise_from_python("lasagne_bn.ops.c.conv", "{kind_name}", "{props}", lcv_in,
                               {len(raise_in)});
         {fail}
     }}

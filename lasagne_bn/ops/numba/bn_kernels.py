@@ -22,16 +22,13 @@ float32 value, so ``x - mean`` is as exact as in float64, and the rest is
 one multiply-add rounded once more than the output; it makes those passes
 memory-bound instead of conversion-bound.
 
-The drivers are exported as C-callable functions (``cfunc``), one per input
-dtype, compiled on first use and cached on disk.  PyTensor's generated
-functions call them through a pointer (see :func:`kernel_address`) instead
-of linking their IR: linking parallel kernels into every compiled graph made
-each new ``pytensor.function`` spend seconds re-optimizing them.
+The drivers are exported as C-callable functions (``ENTRIES``; see
+:class:`lasagne_bn.ops.numba._codegen.EntryPoints`), one per input dtype,
+compiled on first use and cached on disk.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 
 import numba
@@ -40,7 +37,7 @@ from llvmlite import ir
 from numba import prange, types
 from numba.extending import intrinsic, overload
 
-from lasagne_bn.ops.numba_threads import BATCH_NORM, ensure_symbols, enter_threads, set_num_threads
+from lasagne_bn.ops.numba.threads import BATCH_NORM, ensure_symbols, enter_threads, set_num_threads
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
 
@@ -634,7 +631,7 @@ def _moments_entry(x_ptr, A, C, B, stats_ptr):
     return 0
 
 
-_ENTRIES = {
+ENTRIES = {
     "moments": (_moments_entry, ("x", "n", "n", "n", "f")),
     "train_forward": (_train_forward_entry, ("x", "n", "n", "n", "f", "f", "d", "x", "f")),
     "train_backward": (_train_backward_entry, ("x", "x", "n", "n", "n", "f", "x")),
@@ -654,11 +651,4 @@ def entry_signature(name: str, dtype: str):
         "f": types.CPointer(types.float64),
         "d": types.float64,
     }
-    return types.int32(*(codes[c] for c in _ENTRIES[name][1]))
-
-
-@functools.cache
-def kernel_address(name: str, dtype: str) -> int:
-    """Compile (or load from cache) entry point ``name`` for ``dtype``; its address."""
-    func = _ENTRIES[name][0]
-    return numba.cfunc(entry_signature(name, dtype), cache=True, fastmath=FASTMATH)(func).address
+    return types.int32(*(codes[c] for c in ENTRIES[name][1]))

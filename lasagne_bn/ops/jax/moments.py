@@ -1,6 +1,6 @@
 """JAX registration of :class:`lasagne_bn.ops.moments.Moments`.
 
-The statistics are :func:`lasagne_bn.ops.jax.shifted_moments`, the same
+The statistics are :func:`lasagne_bn.ops.jax.bn.shifted_moments`, the same
 shifted, multi-output reduction the batch-norm training kernel uses
 (float32 accumulation for float16/float32 input, float64 for float64).
 :mod:`lasagne_bn.ops.rewrites` imports this module the first time a graph
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from pytensor.link.jax.dispatch import jax_funcify
 
-from lasagne_bn.ops.jax import shifted_moments
+from lasagne_bn.ops.jax.bn import shifted_moments
 from lasagne_bn.ops.layout import reduced_size
 from lasagne_bn.ops.moments import Moments
 

@@ -5,7 +5,7 @@ PyTensor's C-backend rewrites turn ``x @ w`` into ``Dot22`` (and
 (``blas__ldflags`` empty, as with a pip install) they have none, so mode
 ``C`` cannot compile a ``DenseLayer`` at all, and ``CVM`` runs them in
 Python.  :class:`ScipyDot22` computes the same product in C through
-SciPy's BLAS function pointers (:data:`lasagne_bn.ops.c_common.BLAS_SUPPORT`),
+SciPy's BLAS function pointers (:data:`lasagne_bn.ops.c.common.BLAS_SUPPORT`),
 and the rewrites tagged ``lasagne_bn_scipy_gemm`` swap it in; they also
 inline ``Softmax`` / ``LogSoftmax`` (PyTensor 3 wraps their elementwise
 graphs in one Op that has no C code either), so a classifier compiles.  The
@@ -14,7 +14,7 @@ called, so nothing changes unless a mode asks for it (and it leaves the
 graph alone where PyTensor has a BLAS):
 
 >>> import numpy as np, pytensor, pytensor.tensor as pt
->>> from lasagne_bn.ops.c_gemm import c_mode
+>>> from lasagne_bn.ops.c.gemm import c_mode
 >>> x, w = pt.matrix("x"), pt.matrix("w")
 >>> f = pytensor.function([x, w], x @ w, mode=c_mode())  # mode "C" with the rewrite
 >>> f(np.ones((2, 3)), np.ones((3, 4)))[0]
@@ -37,7 +37,7 @@ from pytensor.tensor.rewriting.ofg import inline_ofg_node
 from pytensor.tensor.special import LogSoftmax, Softmax
 from pytensor.tensor.type import TensorType
 
-from lasagne_bn.ops import c_common
+from lasagne_bn.ops.c import common as c_common
 
 __all__ = ["REWRITE_TAG", "ScipyDot22", "c_mode"]
 

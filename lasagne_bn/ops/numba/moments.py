@@ -1,23 +1,31 @@
 """Numba registration of :class:`lasagne_bn.ops.moments.Moments` (the default backend).
 
 The generated wrapper views the input as ``(outer, channels, inner)`` like
-the batch-norm wrappers of :mod:`lasagne_bn.ops.numba` and calls the
+the batch-norm wrappers of :mod:`lasagne_bn.ops.numba.bn` and calls the
 statistics pass of the batch-norm training kernel
-(:func:`lasagne_bn.ops.numba_kernels.channel_moments`) through its
+(:func:`lasagne_bn.ops.numba.bn_kernels.channel_moments`) through its
 C-callable entry point.
 """
 
 from __future__ import annotations
 
-from hashlib import sha256
 from pathlib import Path
 
 from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
 
 from lasagne_bn.ops.moments import Moments
-from lasagne_bn.ops.numba import _compile, _dtype, _key, _prepare, _ptr, _stat_shape_expr, _views
+from lasagne_bn.ops.numba._codegen import node_key, source_version
+from lasagne_bn.ops.numba.bn import (
+    KERNEL_VERSION,
+    _compile,
+    _dtype,
+    _prepare,
+    _ptr,
+    _stat_shape_expr,
+    _views,
+)
 
-_VERSION = sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+_VERSION = KERNEL_VERSION + source_version(Path(__file__))
 
 
 @register_funcify_and_cache_key(Moments)
@@ -38,5 +46,4 @@ def numba_funcify_Moments(op, node, **kwargs):
     # transpose puts them first, in order), so a reshape restores them.
     outputs = [f"stats[{row}].astype({st}).reshape(st_shape)" for row in range(4)]
     body.append(f"return {', '.join(outputs)}")
-    key = sha256((_key(op, node) + _VERSION).encode()).hexdigest()
-    return _compile("moments", body, ["x"], ("moments",), dtype), key
+    return _compile("moments", body, ["x"], ("moments",), dtype), node_key(op, node, _VERSION)

@@ -1,9 +1,9 @@
 """Numba registrations for the pooling Ops (the default backend).
 
 Each Apply node gets a small generated wrapper (the code generation and C
-entry points of :mod:`lasagne_bn.ops.numba_conv`): it computes the pooled
+entry points of :mod:`lasagne_bn.ops.numba._codegen`): it computes the pooled
 shape, checks the other inputs against it, allocates the output and calls a
-kernel of :mod:`lasagne_bn.ops.numba_pool_kernels`.  2-D pooling runs the
+kernel of :mod:`lasagne_bn.ops.numba.pool_kernels`.  2-D pooling runs the
 3-D kernels with a depth of 1.  :class:`DynamicPool` (windows known only
 at run time; constant windows are rewritten to the static Ops first) runs
 the same kernels with sizes computed by its wrapper.  float16 graphs run
@@ -13,19 +13,19 @@ its kernels compiled) only when a pooling node is first compiled.
 
 from __future__ import annotations
 
-from hashlib import sha256
 from pathlib import Path
 
 from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
 
-from lasagne_bn.ops.numba_conv import (
-    KERNEL_VERSION,
-    _check,
-    _compile,
-    _dims,
-    _fallback,
-    _has_float16,
+from lasagne_bn.ops.numba._codegen import (
+    array_entries,
+    check,
+    dims,
+    float16_fallback,
+    node_key,
+    source_version,
 )
+from lasagne_bn.ops.numba.float16 import needs_float16
 from lasagne_bn.ops.pool import (
     AveragePoolGrad,
     DynamicPool,
@@ -34,10 +34,20 @@ from lasagne_bn.ops.pool import (
     Pool,
 )
 
-# this module generates the wrappers: its source is part of their cache keys
-POOL_VERSION = sha256(KERNEL_VERSION.encode() + Path(__file__).read_bytes()).hexdigest()[:16]
+_HERE = Path(__file__)
+KERNEL_VERSION = source_version(_HERE.with_name("pool_kernels.py"), _HERE)
+ENTRY_POINTS = array_entries("lasagne_bn.ops.numba.pool_kernels", KERNEL_VERSION)
 
-# The kernels' mode numbers (numba_pool_kernels.MAX, SUM, AVG_INC, AVG_EXC).
+
+def _compile(fname: str, body: list[str], args: list[str], kernel: str, dtype: str):
+    return ENTRY_POINTS.compile(fname, body, args, (kernel,), dtype)
+
+
+def _key(op, node) -> str:
+    return node_key(op, node, KERNEL_VERSION)
+
+
+# The kernels' mode numbers (pool_kernels.MAX, SUM, AVG_INC, AVG_EXC).
 _MODE_CODES = {
     "max": 0,
     "sum": 1,
@@ -46,17 +56,6 @@ _MODE_CODES = {
 }
 
 _AXES = ("d", "h", "w")  # the kernels' three pooled axes; 2-D pooling has d = 1
-
-
-def _key(op, node) -> str:
-    parts = (
-        type(op).__name__,
-        repr(op._props_dict()),
-        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
-        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
-        POOL_VERSION,
-    )
-    return sha256(repr(parts).encode()).hexdigest()
 
 
 def _padded3(values, fill):
@@ -96,14 +95,14 @@ def _pool_dims(op) -> list[str]:
     values = ["planes", "d", "h", "w", "od", "oh", "ow"]
     values += _padded3(op.ws, 1) + _padded3(op.stride, 1) + _padded3(op.pad, 0)
     values.append(_MODE_CODES[op.mode])
-    return _dims([str(v) for v in values])
+    return dims([str(v) for v in values])
 
 
 def _shape_check(what: str, var: str, op, ndim: int, sizes: list[str], where: str) -> str:
     nd = op.nd
     conds = [f"{var}.shape[{i}] != x.shape[{i}]" for i in range(ndim - nd)]
     conds += [f"{var}.shape[{ndim - nd + i}] != {s}" for i, s in enumerate(sizes[3 - nd :])]
-    return _check(" or ".join(conds), f"{where}: {what} does not have the expected shape")
+    return check(" or ".join(conds), f"{where}: {what} does not have the expected shape")
 
 
 def _contig(names: list[str]) -> list[str]:
@@ -116,8 +115,8 @@ _IN = ["d", "h", "w"]
 
 @register_funcify_and_cache_key(Pool)
 def numba_funcify_Pool(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     body = [
         *_pool_out_lines(op, node.inputs[0].ndim),
         *_contig(["x"]),
@@ -133,8 +132,8 @@ def numba_funcify_Pool(op, node, **kwargs):
 
 @register_funcify_and_cache_key(MaxPoolGrad)
 def numba_funcify_MaxPoolGrad(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     ndim = node.inputs[0].ndim
     where = f"max pool gradient: {op}"
     body = [
@@ -155,8 +154,8 @@ def numba_funcify_MaxPoolGrad(op, node, **kwargs):
 
 @register_funcify_and_cache_key(MaxPoolGradGrad)
 def numba_funcify_MaxPoolGradGrad(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     ndim = node.inputs[0].ndim
     where = f"max pool second-order gradient: {op}"
     body = [
@@ -179,8 +178,8 @@ def numba_funcify_MaxPoolGradGrad(op, node, **kwargs):
 
 @register_funcify_and_cache_key(AveragePoolGrad)
 def numba_funcify_AveragePoolGrad(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     ndim = node.inputs[0].ndim
     where = f"average pool gradient: {op}"
     body = [
@@ -202,7 +201,7 @@ def _dynamic_lines(op, ndim: int, where: str) -> list[str]:
     """Like :func:`_pool_out_lines` and :func:`_pool_dims`, from run-time ``ws, st, pd``."""
     nd = op.nd
     lines = [
-        _check(
+        check(
             f"ws.shape[0] != {nd} or st.shape[0] != {nd} or pd.shape[0] != {nd}",
             f"{where}: ws, stride and pad need {nd} entries each",
         ),
@@ -212,13 +211,13 @@ def _dynamic_lines(op, ndim: int, where: str) -> list[str]:
         f"w3[{3 - nd}:] = ws",
         f"s3[{3 - nd}:] = st",
         f"p3[{3 - nd}:] = pd",
-        _check("w3.min() < 1", f"{where}: ws must be >= 1"),
-        _check("s3.min() < 1", f"{where}: stride must be >= 1"),
-        _check("p3.min() < 0", f"{where}: pad must be >= 0"),
-        _check("(p3 >= w3).any()", f"{where}: pad must be smaller than the pooling window ws"),
+        check("w3.min() < 1", f"{where}: ws must be >= 1"),
+        check("s3.min() < 1", f"{where}: stride must be >= 1"),
+        check("p3.min() < 0", f"{where}: pad must be >= 0"),
+        check("(p3 >= w3).any()", f"{where}: pad must be smaller than the pooling window ws"),
     ]
     if not op.ignore_border:
-        lines.append(_check("p3.max() > 0", f"{where}: padding requires ignore_border=True"))
+        lines.append(check("p3.max() > 0", f"{where}: padding requires ignore_border=True"))
     for k, axis in enumerate(_AXES):
         i = k - (3 - nd)
         lines.append(f"{axis} = x.shape[{ndim - nd + i}]" if i >= 0 else f"{axis} = 1")
@@ -256,8 +255,8 @@ def _dynamic_lines(op, ndim: int, where: str) -> list[str]:
 @register_funcify_and_cache_key(DynamicPool)
 def numba_funcify_DynamicPool(op, node, **kwargs):
     """Windows known only at run time: the same kernels, sizes computed in the wrapper."""
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     ndim = node.inputs[0].ndim
     where = f"pooling: {op}"
     head = _dynamic_lines(op, ndim, where)

@@ -1,145 +1,47 @@
-"""Numba registrations for the convolution and pooling Ops (the default backend).
+"""Numba registrations for the convolution Ops (the default backend).
 
 Each Apply node gets a small generated wrapper: it checks the shapes (the
 same checks as the NumPy ``perform``), orients the filters, allocates the
-output and calls a kernel of :mod:`lasagne_bn.ops.numba_conv_kernels` or
-:mod:`lasagne_bn.ops.numba_pool_kernels` through its C entry point: the
-kernels are compiled once per dtype and cached on disk, and the wrapper
-fetches their address once per process (PyTensor's ``_call_cached_ptr``),
-so compiling a graph never re-optimizes them and graphs stay cacheable.
-float16 graphs run the NumPy ``perform`` in object mode (after
-:func:`lasagne_bn.ops.numba_float16.enable_numba_float16`, which lets Numba
-pass float16 arrays at all).  The kernel modules are imported (and their
+output and calls a kernel of :mod:`lasagne_bn.ops.numba.conv_kernels` through
+its C entry point (:mod:`lasagne_bn.ops.numba._codegen`).  float16 graphs
+run the NumPy ``perform`` in object mode (after
+:func:`lasagne_bn.ops.numba.float16.enable_numba_float16`, which lets Numba
+pass float16 arrays at all).  The kernel module is imported (and its
 kernels compiled) only when a node is first compiled.
 """
 
 from __future__ import annotations
 
-import functools
-from hashlib import sha256
 from pathlib import Path
 
-import numba
-import numpy as np
-from numba.core import types
-from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
-from pytensor.link.numba.dispatch.basic import (
-    generate_fallback_impl,
-    numba_njit,
-    register_funcify_and_cache_key,
-)
+from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
 
 from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights
-from lasagne_bn.ops.numba_float16 import enable_numba_float16, needs_float16
+from lasagne_bn.ops.numba._codegen import (
+    array_entries,
+    check,
+    dims,
+    float16_fallback,
+    node_key,
+    source_version,
+)
+from lasagne_bn.ops.numba.float16 import needs_float16
 
-# The cache keys hash the kernels' and this module's source: PyTensor keeps
-# compiled graphs on disk under our keys, and a key that missed a change
-# would keep running old code (it happened while developing these kernels).
 _HERE = Path(__file__)
-KERNEL_VERSION = sha256(
-    b"".join(
-        p.read_bytes()
-        for p in (
-            _HERE.with_name("numba_conv_kernels.py"),
-            _HERE.with_name("numba_pool_kernels.py"),
-            _HERE,
-        )
-    )
-).hexdigest()[:16]
+KERNEL_VERSION = source_version(_HERE.with_name("conv_kernels.py"), _HERE)
+ENTRY_POINTS = array_entries("lasagne_bn.ops.numba.conv_kernels", KERNEL_VERSION)
 
 GRAD_WEIGHT_TASKS = 8  # partial filter-gradient sums (load balance over threads)
 
 
-@functools.cache
-def entries() -> dict:
-    """The kernels' C entry points by name (imports the kernel modules)."""
-    from lasagne_bn.ops import numba_conv_kernels as conv_kernels
-    from lasagne_bn.ops import numba_pool_kernels as pool_kernels
-
-    return {**conv_kernels.ENTRIES, **pool_kernels.ENTRIES}
-
-
-# --------------------------------------------------------------------------
-# entry points and code generation
-
-
-def entry_signature(name: str, dtype: str):
-    """``int32(T*, ..., int64*)``: the entry point's arrays, then its parameter vector."""
-    n_arrays = entries()[name][1]
-    ptr = types.CPointer(numba.from_dtype(np.dtype(dtype)))
-    return types.int32(*([ptr] * n_arrays), types.CPointer(types.int64))
-
-
-@functools.cache
-def kernel_address(name: str, dtype: str) -> int:
-    """Compile (or load from the disk cache) entry point ``name`` for ``dtype``."""
-    return numba.cfunc(entry_signature(name, dtype), cache=True)(entries()[name][0]).address
-
-
-def _pointer_getter(name: str, dtype: str):
-    @numba_njit
-    def get_pointer():
-        with numba.objmode(ptr=types.intp):
-            ptr = kernel_address(name, dtype)
-        return ptr
-
-    return get_pointer
-
-
 def _compile(fname: str, body: list[str], args: list[str], kernel: str, dtype: str):
-    """Jit a generated wrapper that can call ``<kernel>_fn(ptrs..., dims.ctypes)``."""
-    env = {
-        "np": np,
-        "_call_cached_ptr": _call_cached_ptr,
-        f"{kernel}_ptr": _pointer_getter(kernel, dtype),
-        f"{kernel}_type": types.FunctionType(entry_signature(kernel, dtype)),
-    }
-    prologue = [
-        f"{kernel}_fn = _call_cached_ptr(get_ptr_func={kernel}_ptr, func_type_ref={kernel}_type, "
-        f"unique_func_name_lit='lasagne_bn_{kernel}_{dtype}_{KERNEL_VERSION}')"
-    ]
-    src = f"def {fname}({', '.join(args)}):\n" + "".join(
-        f"    {line}\n" for line in prologue + body
-    )
-    return numba_njit(compile_numba_function_src(src, fname, global_env=env))
+    return ENTRY_POINTS.compile(fname, body, args, (kernel,), dtype)
 
 
 def _key(op, node) -> str:
-    parts = (
-        type(op).__name__,
-        repr(op._props_dict()),
-        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
-        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
-        KERNEL_VERSION,
-    )
-    return sha256(repr(parts).encode()).hexdigest()
+    return node_key(op, node, KERNEL_VERSION)
 
 
-def _has_float16(node) -> bool:
-    return needs_float16(node)
-
-
-def _fallback(op, node, kwargs):
-    enable_numba_float16()  # the graph around this node passes float16 arrays
-    return generate_fallback_impl(op, node, **kwargs), None
-
-
-def _check(cond: str, message: str) -> str:
-    """A generated ``if cond: raise ValueError(message)`` line (message safely quoted)."""
-    return f"if {cond}:\n        raise ValueError({message!r})"
-
-
-def _dims(values: list[str]) -> list[str]:
-    lines = [f"dims = np.empty({len(values)}, dtype=np.int64)"]
-    lines += [f"dims[{i}] = {v}" for i, v in enumerate(values)]
-    return lines
-
-
-# --------------------------------------------------------------------------
-# convolution
-
-
-# Names of the generated wrappers' variables per spatial axis (3-D adds depth).
 _SIZE = {2: ("h", "w"), 3: ("d", "h", "w")}
 _KERN = {2: ("kh", "kw"), 3: ("kd", "kh", "kw")}
 _OUT = {2: ("ho", "wo"), 3: ("zo", "ho", "wo")}
@@ -168,7 +70,7 @@ def _pad_lines(op, where: str) -> list[str]:
             lines.append(f"{lo} = {a}; {hi} = {b}")
         lines.append(f"{out} = ({size} + {lo} + {hi} - {dk}) // {op.subsample[axis]} + 1")
     lines.append(
-        _check(
+        check(
             " or ".join(f"{o} < 1" for o in _OUT[n]),
             f"{where}: the input (plus padding) is smaller than the dilated filters: "
             "the output would be empty",
@@ -180,12 +82,12 @@ def _pad_lines(op, where: str) -> list[str]:
 def _group_lines(op, where: str) -> list[str]:
     g = op.num_groups
     return [
-        _check(
+        check(
             f"c != cg * {g}",
             f"{where}: the input channels do not match the filters: expected "
             f"channels == filters.shape[1] * num_groups ({g})",
         ),
-        _check(
+        check(
             f"f % {g} != 0",
             f"{where}: num_groups ({g}) does not divide the number of output channels "
             "(filters.shape[0])",
@@ -207,7 +109,7 @@ def _conv_dims(op) -> list[str]:
     values = ["n", "c", *_SIZE[n], "f", "cg", *_KERN[n], *_OUT[n]]
     values += [str(v) for v in (*op.subsample, *op.filter_dilation)]
     values += [p for pair in _PADS[n] for p in pair] + [str(op.num_groups)]
-    return _dims(values)
+    return dims(values)
 
 
 def _shapes(op) -> tuple[str, str, str, str]:
@@ -219,8 +121,8 @@ def _shapes(op) -> tuple[str, str, str, str]:
 
 @register_funcify_and_cache_key(Conv)
 def numba_funcify_Conv(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     n = op.convdim
     name = f"conv{n}d: {op}"
     x_unpack, w_unpack, _, out_shape = _shapes(op)
@@ -244,8 +146,8 @@ def numba_funcify_Conv(op, node, **kwargs):
 
 @register_funcify_and_cache_key(ConvGradInputs)
 def numba_funcify_ConvGradInputs(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     n = op.convdim
     name = f"conv{n}d_grad_wrt_inputs: {op}"
     g = op.num_groups
@@ -256,10 +158,10 @@ def numba_funcify_ConvGradInputs(op, node, **kwargs):
         f"n, f2, {', '.join(top)} = dy.shape",
         f"{w_unpack} = wt.shape",
         f"c = cg * {g}",
-        _check("f2 != f", f"{name}: output_grad.shape[1] does not match filters.shape[0]"),
+        check("f2 != f", f"{name}: output_grad.shape[1] does not match filters.shape[0]"),
         *_group_lines(op, name),
         *_pad_lines(op, name),
-        _check(
+        check(
             " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], top, strict=True)),
             f"{name}: output_grad does not have the output shape that input_shape gives",
         ),
@@ -280,8 +182,8 @@ def numba_funcify_ConvGradInputs(op, node, **kwargs):
 
 @register_funcify_and_cache_key(ConvGradWeights)
 def numba_funcify_ConvGradWeights(op, node, **kwargs):
-    if _has_float16(node):
-        return _fallback(op, node, kwargs)
+    if needs_float16(node):
+        return float16_fallback(op, node, kwargs)
     n = op.convdim
     name = f"conv{n}d_grad_wrt_weights: {op}"
     g = op.num_groups
@@ -294,10 +196,10 @@ def numba_funcify_ConvGradWeights(op, node, **kwargs):
         f"{x_unpack} = x.shape",
         f"n2, f, {', '.join(top)} = dy.shape",
         f"cg = c // {g}",
-        _check("n2 != n", f"{name}: output_grad and input have different batch sizes"),
+        check("n2 != n", f"{name}: output_grad and input have different batch sizes"),
         *_group_lines(op, name),
         *_pad_lines(op, name),
-        _check(
+        check(
             " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], top, strict=True)),
             f"{name}: output_grad does not have the output shape that the input and "
             "filter_shape give",

@@ -37,7 +37,7 @@ import ast
 import hashlib
 from pathlib import Path
 
-from lasagne_bn.ops import c_common
+from lasagne_bn.ops.c import common as c_common
 
 #: Keys PyTensor's on-disk cache of compiled modules (this file and the shared plumbing).
 C_CODE_VERSION = (
@@ -317,7 +317,7 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     }}
     if (lpl_bad || {check}) {{
         PyObject* lpl_in[{len(all_inputs)}] = {{{raise_items}}};
-        lbn_raise_from_python("lasagne_bn.ops.pool_c", "{kind_name}", "{props}", lpl_in,
+        lbn_raise_from_python("lasagne_bn.ops.c.pool", "{kind_name}", "{props}", lpl_in,
                               {len(all_inputs)});
         {fail}
     }}

@@ -1,7 +1,7 @@
 """C implementations of the batch-norm Ops (modes ``C`` and ``CVM``).
 
 The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here.  The
-numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba_kernels`):
+numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`):
 
 - the input is viewed as a C-contiguous ``(outer, channels, inner)`` array
   (see :mod:`lasagne_bn.ops.layout`); a non-contiguous input, or one whose
@@ -44,7 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lasagne_bn.ops import c_common, validation
+from lasagne_bn.ops import validation
+from lasagne_bn.ops.c import common as c_common
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
 #: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
@@ -508,10 +509,10 @@ static double lbn_scalar(PyArrayObject* s)
 }
 
 /* Raise the error perform would raise: run the NumPy reference on the same
-   inputs (it raises), through lasagne_bn.ops.bn_c.raise_like_perform. */
+   inputs (it raises), through lasagne_bn.ops.c.bn.raise_like_perform. */
 static void lbn_raise_like_perform(const char* kind, PyObject* axes, PyObject** inputs, int n)
 {
-    PyObject* module = PyImport_ImportModule("lasagne_bn.ops.bn_c");
+    PyObject* module = PyImport_ImportModule("lasagne_bn.ops.c.bn");
     PyObject* func = module ? PyObject_GetAttrString(module, "raise_like_perform") : NULL;
     PyObject* args = func ? PyTuple_New(n + 2) : NULL;
     if (args != NULL) {

@@ -14,8 +14,8 @@ compiles in the default mode, as before); call it yourself to compile
 float16 graphs that hold none of them.  The batch-norm kernels themselves
 do not compute in ``half``: they get float16 buffers as their uint16 bits
 and convert each element in integer code
-(:func:`lasagne_bn.ops.numba_kernels.half_bits_to_float64`,
-:func:`~lasagne_bn.ops.numba_kernels.float64_to_half_bits`), rounding
+(:func:`lasagne_bn.ops.numba.bn_kernels.half_bits_to_float64`,
+:func:`~lasagne_bn.ops.numba.bn_kernels.float64_to_half_bits`), rounding
 once on store.
 
 >>> enable_numba_float16()      # idempotent

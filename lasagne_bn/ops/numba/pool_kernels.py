@@ -15,14 +15,14 @@ import numba
 import numpy as np
 from numba import prange
 
-from lasagne_bn.ops.numba_threads import POOL, ensure_symbols, enter_threads, set_num_threads
+from lasagne_bn.ops.numba.threads import POOL, ensure_symbols, enter_threads, set_num_threads
 
 ensure_symbols()  # start the pool before cached parallel kernels are linked
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
 
-MAX, SUM, AVG_INC, AVG_EXC = 0, 1, 2, 3  # numba_pool._MODE_CODES repeats them
+MAX, SUM, AVG_INC, AVG_EXC = 0, 1, 2, 3  # pool._MODE_CODES repeats them
 
 
 @driver
@@ -138,7 +138,7 @@ def average_pool_grad(gz4, gx4, w, s, pd, mode):
 
 
 # --------------------------------------------------------------------------
-# C-callable entry points (see numba_conv_kernels.py): arrays and an int64
+# C-callable entry points (see conv_kernels.py): arrays and an int64
 # parameter vector ``P, D, H, W, OD, OH, OW, wd, wh, ww, sd, sh, sw, pd, ph,
 # pw, mode``.
 

@@ -46,7 +46,7 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from lasagne_bn.ops.numba_threads import (
+from lasagne_bn.ops.numba.threads import (
     CONV,
     ensure_symbols,
     enter_threads,
@@ -54,7 +54,7 @@ from lasagne_bn.ops.numba_threads import (
 )
 
 # Start Numba's thread pool and register the thread-policy symbols (see
-# numba_kernels.py); this module is imported when a kernel is compiled.
+# bn_kernels.py); this module is imported when a kernel is compiled.
 ensure_symbols()
 
 _FEATURES = llb.get_host_cpu_features()
@@ -817,7 +817,7 @@ def conv3d_grad_weights(x, dy, dk, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G
 # --------------------------------------------------------------------------
 # C-callable entry points: array pointers and an int64 parameter vector in.
 # PyTensor's generated functions call these through pointers (see
-# numba_conv.py) instead of linking the kernels' IR into every graph, which
+# _codegen.py) instead of linking the kernels' IR into every graph, which
 # made each new ``pytensor.function`` with a convolution re-optimize the
 # parallel kernels (tens of seconds per function).
 

@@ -23,7 +23,7 @@ values, the in-place updates and the order are exactly those of the
 whole-graph function: the same node functions run on the same buffers.
 
 >>> import pytensor, pytensor.tensor as pt
->>> from lasagne_bn.ops.numba_linker import big_graph_mode
+>>> from lasagne_bn.ops.numba.linker import big_graph_mode
 >>> x = pt.vector("x")
 >>> f = pytensor.function([x], pt.exp(x) + 1, mode=big_graph_mode())
 >>> float(f([0.0])[0])
@@ -103,7 +103,9 @@ def _node_function(node, storage_map):
     src = f"def lasagne_bn_node({', '.join(params)}):\n    return node_impl({', '.join(args)})\n"
     full_key = None
     if key is not None:
-        parts = (key, tuple(const_keys), len(node.inputs), int(config.numba__fastmath))
+        # __name__: a cached function's environment names this module, so a
+        # key from before a rename must not be served.
+        parts = (key, tuple(const_keys), len(node.inputs), int(config.numba__fastmath), __name__)
         full_key = "lasagne_bn_node_" + sha256(repr(parts).encode()).hexdigest()
         if full_key in _NODE_FUNCTIONS:
             return _NODE_FUNCTIONS[full_key]
