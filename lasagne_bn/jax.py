@@ -9,7 +9,9 @@ It is PyTensor's own JAX lowering of the network's graph (the graph that
 per-call conversion of inputs, no shared variables, nothing placed on a
 device behind your back.  :meth:`ExportedModel.write_back` puts trained
 values back into the network, so :mod:`compat.io` saves them in the legacy
-formats.
+formats.  ``jax.grad`` of ``apply`` runs PyTensor's gradient graph of the
+network, lowered the same way (``export(..., gradients='jax')`` lets JAX
+differentiate the forward pass instead).
 
 Data parallelism is JAX's: shard the batch over a ``jax.sharding.Mesh`` and
 ``jax.jit`` computes every batch-norm statistic over the global batch; under
@@ -38,11 +40,16 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.random.type import RandomType
 
 __all__ = ["ExportedModel", "export", "train_step"]
+
+#: How ``apply`` is differentiated in reverse mode (see :func:`export`).
+GRADIENTS = ("pytensor", "jax")
 
 
 def _unique_names(variables: Sequence, what: str) -> list[str]:
@@ -81,7 +88,18 @@ class ExportedModel:
     input_layers, output_layers : list of Layer
     """
 
-    def __init__(self, output_layers, axis_name: str | None = None, seed: int = 0):
+    def __init__(
+        self,
+        output_layers,
+        axis_name: str | None = None,
+        seed: int = 0,
+        gradients: str = "pytensor",
+    ):
+        if gradients not in GRADIENTS:
+            raise ValueError(
+                f"export: gradients={gradients!r}; expected one of {', '.join(GRADIENTS)}"
+            )
+        self.gradients = gradients
         from lasagne_bn.layers import InputLayer, get_all_layers, get_all_params
 
         self.single_output = not isinstance(output_layers, list | tuple)
@@ -178,14 +196,18 @@ class ExportedModel:
         updated = [by_var[id(t)] for t in targets if not isinstance(t.type, RandomType)]
         graph = clone_replace([*outputs, *new_values], replace=placeholders)
         inputs = [layer.input_var for layer in self.input_layers]
-        context = (
-            bn_jax.mapped_axis(self.axis_name) if self.axis_name else contextlib.nullcontext()
-        )
-        with context:
-            function = pytensor.function(
-                [*inputs, *placeholders.values()], graph, mode="JAX", on_unused_input="ignore"
-            )
-        compiled = _Compiled(function.vm.jit_fn, order, len(outputs), updated)
+        axis_name = self.axis_name
+
+        def context():
+            return bn_jax.mapped_axis(axis_name) if axis_name else contextlib.nullcontext()
+
+        fn_inputs = [*inputs, *placeholders.values()]
+        with context():
+            function = pytensor.function(fn_inputs, graph, mode="JAX", on_unused_input="ignore")
+        fn = function.vm.jit_fn
+        if self.gradients == "pytensor":
+            fn = _with_pytensor_gradient(fn, fn_inputs, graph, context)
+        compiled = _Compiled(fn, order, len(outputs), updated)
         self._compiled[train] = compiled
         return compiled
 
@@ -237,7 +259,106 @@ class ExportedModel:
         return (outputs[0] if self.single_output else outputs), new_state
 
 
-def export(layer_or_layers, *, axis_name: str | None = None, seed: int = 0) -> ExportedModel:
+def _is_float(var) -> bool:
+    return getattr(var.type, "dtype", "").startswith(("float", "complex"))
+
+
+def _with_pytensor_gradient(
+    fn: Callable, inputs: list, outputs: list, context: Callable
+) -> Callable:
+    """``fn`` whose reverse-mode derivative is PyTensor's gradient graph, lowered to JAX.
+
+    JAX's own autodiff of the lowered forward pass differentiates our Ops'
+    JAX implementations line by line; PyTensor's gradient uses the Ops'
+    gradient Ops (batch norm's one-pass backward, max pooling's gradient),
+    as ``pytensor.function(mode="JAX")`` training does: equal values, less
+    work.  The backward function is compiled the first time it is needed.
+    Where PyTensor cannot build the gradient, JAX differentiates ``fn``.
+    """
+    import pytensor
+
+    diff = [i for i, var in enumerate(inputs) if _is_float(var)]
+    outs = [j for j, var in enumerate(outputs) if _is_float(var)]
+    cotangents = [outputs[j].type() for j in outs]
+    known: dict = {}
+    for j, ct in zip(outs, cotangents, strict=True):
+        known[outputs[j]] = ct if outputs[j] not in known else known[outputs[j]] + ct
+    # The gradient's own constants get floatX: the network's precision, so a
+    # float32 network's gradient holds no float64 (what GPUs want).
+    float_dtypes = {var.type.dtype for var in [*inputs, *outputs] if _is_float(var)}
+    precision = "float64" if "float64" in float_dtypes or not float_dtypes else "float32"
+    try:
+        with pytensor.config.change_flags(floatX=precision):
+            grads = pytensor.grad(
+                None,
+                [inputs[i] for i in diff],
+                known_grads=known,
+                disconnected_inputs="ignore",
+                return_disconnected="zero",
+            )
+    except Exception:  # an Op without a PyTensor gradient: JAX's autodiff still works
+        return fn
+    inputs, cotangents, grads = _accumulate_in(precision, inputs, cotangents, grads)
+    backward: list = []
+
+    def backward_fn():
+        if not backward:
+            # Called while JAX traces: the linker turns constants into arrays,
+            # which must be concrete ones, not tracers of this trace.
+            flags = pytensor.config.change_flags(floatX=precision)
+            with context(), flags, jax.ensure_compile_time_eval():
+                compiled = pytensor.function(
+                    [*inputs, *cotangents], grads, mode="JAX", on_unused_input="ignore"
+                )
+            backward.append(compiled.vm.jit_fn)
+        return backward[0]
+
+    @jax.custom_vjp
+    def run(*args):
+        return tuple(fn(*args))
+
+    def run_fwd(*args):
+        return tuple(fn(*args)), args
+
+    def run_bwd(args, output_cotangents):
+        values = backward_fn()(*args, *(output_cotangents[j] for j in outs))
+        result: list = [None] * len(args)
+        for i, value in zip(diff, values, strict=True):
+            result[i] = value
+        return tuple(result)
+
+    run.defvjp(run_fwd, run_bwd)
+    return run
+
+
+def _accumulate_in(precision: str, inputs: list, cotangents: list, grads: list):
+    """The gradient graph with its sums accumulating in ``precision``.
+
+    PyTensor's sums of float32 accumulate in float64 (the softmax and bias
+    gradients have them); on accelerators float64 is slow or missing, so a
+    float32 network's exported gradient sums in float32, as JAX's own
+    autodiff and Flax do.
+    """
+    if precision == "float64":
+        return inputs, cotangents, grads
+    fgraph = FunctionGraph([*inputs, *cotangents], grads, clone=True)
+    for node in fgraph.toposort():
+        op = node.op
+        if isinstance(op, CAReduce) and getattr(op, "acc_dtype", None) == "float64":
+            if node.inputs[0].type.dtype != "float64" and node.outputs[0].type.dtype != "float64":
+                summed = op.clone(acc_dtype=precision)(*node.inputs)
+                fgraph.replace(node.outputs[0], summed, import_missing=True)
+    n = len(inputs)
+    return fgraph.inputs[:n], fgraph.inputs[n:], list(fgraph.outputs)
+
+
+def export(
+    layer_or_layers,
+    *,
+    axis_name: str | None = None,
+    seed: int = 0,
+    gradients: str = "pytensor",
+) -> ExportedModel:
     """Export a network to pure JAX functions (see :class:`ExportedModel`).
 
     Parameters
@@ -250,13 +371,21 @@ def export(layer_or_layers, *, axis_name: str | None = None, seed: int = 0) -> E
         statistics in training are those of the whole mapped batch.
     seed : int
         Seed of ``state['rng']``, for networks that draw random numbers.
+    gradients : {'pytensor', 'jax'}
+        How ``jax.grad`` (reverse mode) differentiates ``apply``.
+        ``'pytensor'`` (default): PyTensor's gradient graph of the network,
+        lowered to JAX (the Ops' own backward passes, as
+        ``pytensor.function(mode="JAX")`` training runs them; JAX can
+        differentiate it again, for gradient penalties); forward mode
+        (``jax.jvp``, ``jax.jacfwd``) is not available then.  ``'jax'``:
+        JAX's autodiff of the lowered forward pass, forward mode included.
 
     >>> from lasagne_bn.layers import InputLayer, DenseLayer
     >>> model = export(DenseLayer(InputLayer((None, 2)), 1))
     >>> sorted(model.params)
     ['W', 'b']
     """
-    return ExportedModel(layer_or_layers, axis_name=axis_name, seed=seed)
+    return ExportedModel(layer_or_layers, axis_name=axis_name, seed=seed, gradients=gradients)
 
 
 def train_step(

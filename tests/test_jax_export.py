@@ -106,8 +106,10 @@ def test_training_outputs_and_new_state_equal_pytensor_function(mode):
         )
 
 
-def test_gradients_equal_pytensor_grad(net):
-    l_in, out, model = net
+@pytest.mark.parametrize("gradients", ["pytensor", "jax"])
+def test_gradients_equal_pytensor_grad(gradients):
+    l_in, out = build()
+    model = export(out, gradients=gradients)
     x, t = data(seed=2)
     target = pytensor.tensor.matrix("t", dtype="float32")
     y_pt = get_output(out, deterministic=False, return_updates=True)[0]
@@ -123,6 +125,46 @@ def test_gradients_equal_pytensor_grad(net):
     names = {id(p): n for n, p in model._shared.items()}
     for p, g in zip(params, grads, strict=True):
         np.testing.assert_allclose(np.asarray(jgrads[names[id(p)]]), g, rtol=2e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("gradients", ["pytensor", "jax"])
+def test_second_order_gradient_penalty_equals_pytensor(gradients):
+    """d/dparams of ||d loss / d x||^2 (WGAN-GP's penalty): JAX differentiates the gradient."""
+    l_in, out = build()
+    model = export(out, gradients=gradients)
+    x, t = data(seed=3)
+    target = pytensor.tensor.matrix("t", dtype="float32")
+    y_pt = get_output(out, deterministic=False, return_updates=True)[0]
+    loss = -(target * pytensor.tensor.log(y_pt)).sum(axis=1).mean()
+    penalty = (pytensor.grad(loss, l_in.input_var) ** 2).sum()
+    params = get_all_params(out, trainable=True)
+    expected = pytensor.function([l_in.input_var, target], pytensor.grad(penalty, params))(x, t)
+
+    def penalty_of(p):
+        def loss_of(xs):
+            return _loss(model.apply(p, model.state, xs, train=True)[0], t)
+
+        return (jax.grad(loss_of)(x) ** 2).sum()
+
+    got = jax.jit(jax.grad(penalty_of))(model.params)
+    names = {id(p): n for n, p in model._shared.items()}
+    for p, g in zip(params, expected, strict=True):
+        np.testing.assert_allclose(np.asarray(got[names[id(p)]]), g, rtol=2e-3, atol=1e-5)
+
+
+def test_gradients_option():
+    _, out = build()
+    x, _ = data()
+    jax_model = export(out, gradients="jax")
+    # forward mode needs JAX's own derivative
+    tangent = jax.jvp(
+        lambda xs: jax_model.apply(jax_model.params, jax_model.state, xs, train=True)[0],
+        (x,),
+        (np.ones_like(x),),
+    )[1]
+    assert tangent.shape == (8, 4)
+    with pytest.raises(ValueError, match="gradients='numeric'; expected one of pytensor, jax"):
+        export(out, gradients="numeric")
 
 
 def test_vmap_over_inputs_in_inference(net):

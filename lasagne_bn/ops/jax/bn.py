@@ -102,20 +102,27 @@ def train_forward(x, gamma, beta, epsilon, axes, axis_name=None):
 
 
 def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None, axis_name=None):
-    """Returns ``(dx, dgamma, dbeta)``; see ``BatchNormTrainGrad`` for g_mean/g_var."""
+    """Returns ``(dx, dgamma, dbeta)``; see ``BatchNormTrainGrad`` for g_mean/g_var.
+
+    With ``axis_name`` the cotangents are each shard's, as JAX's autodiff
+    under ``shard_map`` gives them: the statistics are the mapped batch's, so
+    the gradients reaching them are summed over the axis before ``dx``;
+    ``dgamma`` and ``dbeta`` stay this shard's (the caller averages or sums
+    parameter gradients over the axis, as for any other parameter).
+    """
     work = _work_dtype(x.dtype)
     m = _total(reduced_size(x.shape, axes), axis_name)
     centred = x.astype(work) - mean.astype(work)
     dyw = dy.astype(work)
-    dbeta = _total(jnp.sum(dyw, axis=axes, keepdims=True), axis_name)
-    dot = _total(jnp.sum(dyw * centred, axis=axes, keepdims=True), axis_name)
+    dbeta = jnp.sum(dyw, axis=axes, keepdims=True)
+    dot = jnp.sum(dyw * centred, axis=axes, keepdims=True)
     inv = invstd.astype(work)
     k_dy = gamma.astype(work) * inv
-    k_x = k_dy * inv * inv * dot / m
-    k_0 = k_dy * dbeta / m
+    k_x = k_dy * inv * inv * _total(dot, axis_name) / m
+    k_0 = k_dy * _total(dbeta, axis_name) / m
     if g_mean is not None:
-        k_x = k_x - 2 * g_var.astype(work) / m
-        k_0 = k_0 - g_mean.astype(work) / m
+        k_x = k_x - 2 * _total(g_var.astype(work), axis_name) / m
+        k_0 = k_0 - _total(g_mean.astype(work), axis_name) / m
     dx = dyw * k_dy - centred * k_x - k_0
     return dx.astype(x.dtype), dot * inv, dbeta
 
