@@ -130,9 +130,7 @@ class Moments(BatchNormCOp):
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
-        xs = shapes[0]
-        st = tuple(1 if i in self.axes else xs[i] for i in range(len(xs)))
-        return [st, st, st, st]
+        return [stat_shape(shapes[0], self.axes)] * 4
 
     def connection_pattern(self, node):
         # outputs: mean, var, shift, shifted_mean; the shift is a constant
