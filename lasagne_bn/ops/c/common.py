@@ -216,8 +216,14 @@ static void lbn_gemm_f64(char ta, char tb, npy_intp m, npy_intp n, npy_intp k, d
 
 
 def per_type(template: str) -> str:
-    """``template`` once per element type: ``$T`` (and ``$W``, the working
-    type) ``float`` / ``double``, with ``$S`` the name suffix ``f32`` / ``f64``."""
+    """``template`` once per element type, float then double.
+
+    ``$T`` (and ``$W``, the working type) is ``float`` / ``double``, ``$S``
+    the name suffix ``f32`` / ``f64``.
+
+    >>> per_type("$T lbn_one_$S = 1;")
+    'float lbn_one_f32 = 1;double lbn_one_f64 = 1;'
+    """
     return "".join(
         template.replace("$T", t).replace("$W", t).replace("$S", s)
         for t, s in (("float", "f32"), ("double", "f64"))
@@ -230,6 +236,10 @@ def raise_code(module: str, kind: str, props, inputs: list[str]) -> str:
     It is called as ``raise_like_perform(kind, repr(props), *inputs)`` (see
     ``lbn_raise_from_python``), so it gets the Op's parameters back with
     :func:`ast.literal_eval`.
+
+    >>> print(raise_code("lasagne_bn.ops.c.bn", "inference", (0,), ["V1"]))
+    { PyObject* lbn_in[1] = {(PyObject*)V1};
+        lbn_raise_from_python("lasagne_bn.ops.c.bn", "inference", "(0,)", lbn_in, 1); }
     """
     literal = repr(props).replace("\\", "\\\\").replace('"', '\\"')
     items = ", ".join(f"(PyObject*){i}" for i in inputs)
