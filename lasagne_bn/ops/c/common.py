@@ -47,6 +47,21 @@ def code_version(*sources: str) -> str:
     return digest + C_COMMON_VERSION
 
 
+def per_type(template: str) -> str:
+    """``template`` once per element type, float then double.
+
+    ``$T`` (and ``$W``, the working type) is ``float`` / ``double``, ``$S``
+    the name suffix ``f32`` / ``f64``.
+
+    >>> per_type("$T lbn_one_$S = 1;")
+    'float lbn_one_f32 = 1;double lbn_one_f64 = 1;'
+    """
+    return "".join(
+        template.replace("$T", t).replace("$W", t).replace("$S", s)
+        for t, s in (("float", "f32"), ("double", "f64"))
+    )
+
+
 OUTPUT_SUPPORT = r"""
 #include <string.h>
 
@@ -123,16 +138,35 @@ static int lbn_max_threads(void)
 """
 
 
-BLAS_SUPPORT = r"""
-#include <limits.h>
+# GEMM per element type: the SciPy pointer and the row-major wrapper.
+_GEMM = r"""
 /* Fortran (LP64) GEMM as scipy.linalg.cython_blas exports it. */
-typedef void (*lbn_sgemm_t)(char*, char*, int*, int*, int*, float*, float*, int*, float*,
-                            int*, float*, float*, int*);
-typedef void (*lbn_dgemm_t)(char*, char*, int*, int*, int*, double*, double*, int*, double*,
-                            int*, double*, double*, int*);
-static lbn_sgemm_t lbn_sgemm_ptr = NULL;
-static lbn_dgemm_t lbn_dgemm_ptr = NULL;
+typedef void (*lbn_gemm_$S_t)(char*, char*, int*, int*, int*, $T*, $T*, int*, $T*, int*, $T*,
+                              $T*, int*);
+static lbn_gemm_$S_t lbn_gemm_ptr_$S = NULL;
 
+/* Row-major C (m x n) = alpha * op(A) op(B) + beta * C, op(X) = X or X^T
+   ('N' / 'T'); lda, ldb, ldc are row strides.  A row-major matrix is its
+   transpose in column-major order, so this is the Fortran C^T = op(B)^T op(A)^T. */
+static void lbn_gemm_$S(char ta, char tb, npy_intp m, npy_intp n, npy_intp k, $T alpha,
+                        const $T* A, npy_intp lda, const $T* B, npy_intp ldb, $T beta, $T* C,
+                        npy_intp ldc)
+{
+    int im = (int)m, in = (int)n, ik = (int)k, ia = (int)lda, ib = (int)ldb, ic = (int)ldc;
+    if (m == 0 || n == 0) return;
+    if (ia < 1) ia = 1;
+    if (ib < 1) ib = 1;
+    if (ic < 1) ic = 1;
+    lbn_gemm_ptr_$S(&tb, &ta, &in, &im, &ik, &alpha, ($T*)B, &ib, ($T*)A, &ia, &beta, C, &ic);
+}
+"""
+
+BLAS_SUPPORT = (
+    r"""
+#include <limits.h>
+"""
+    + per_type(_GEMM)
+    + r"""
 static void* lbn_blas_capsule(PyObject* capi, const char* name)
 {
     PyObject* cap = PyDict_GetItemString(capi, name);  /* borrowed */
@@ -146,20 +180,21 @@ static void* lbn_blas_capsule(PyObject* capi, const char* name)
 /* Fetch the pointers once per module; -1 with a Python error on failure. */
 static int lbn_blas_init(void)
 {
-    if (lbn_sgemm_ptr != NULL && lbn_dgemm_ptr != NULL) return 0;
+    if (lbn_gemm_ptr_f32 != NULL && lbn_gemm_ptr_f64 != NULL) return 0;
     PyObject* m = PyImport_ImportModule("scipy.linalg.cython_blas");
     PyObject* capi = m ? PyObject_GetAttrString(m, "__pyx_capi__") : NULL;
     int ok = 0;
     if (capi != NULL && PyDict_Check(capi)) {
-        lbn_sgemm_ptr = (lbn_sgemm_t)lbn_blas_capsule(capi, "sgemm");
-        lbn_dgemm_ptr = lbn_sgemm_ptr ? (lbn_dgemm_t)lbn_blas_capsule(capi, "dgemm") : NULL;
-        ok = lbn_sgemm_ptr != NULL && lbn_dgemm_ptr != NULL;
+        lbn_gemm_ptr_f32 = (lbn_gemm_f32_t)lbn_blas_capsule(capi, "sgemm");
+        if (lbn_gemm_ptr_f32 != NULL)
+            lbn_gemm_ptr_f64 = (lbn_gemm_f64_t)lbn_blas_capsule(capi, "dgemm");
+        ok = lbn_gemm_ptr_f32 != NULL && lbn_gemm_ptr_f64 != NULL;
     } else if (capi != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "scipy.linalg.cython_blas.__pyx_capi__ is not a dict");
     }
     Py_XDECREF(capi);
     Py_XDECREF(m);
-    if (!ok) { lbn_sgemm_ptr = NULL; lbn_dgemm_ptr = NULL; }
+    if (!ok) { lbn_gemm_ptr_f32 = NULL; lbn_gemm_ptr_f64 = NULL; }
     return ok ? 0 : -1;
 }
 
@@ -184,50 +219,8 @@ static int lbn_blas_fits(npy_intp a, npy_intp b, npy_intp c)
     }
     return 1;
 }
-
-/* Row-major C (m x n) = alpha * op(A) op(B) + beta * C, op(X) = X or X^T
-   ('N' / 'T'); lda, ldb, ldc are row strides.  A row-major matrix is its
-   transpose in column-major order, so this is the Fortran C^T = op(B)^T op(A)^T. */
-static void lbn_gemm_f32(char ta, char tb, npy_intp m, npy_intp n, npy_intp k, float alpha,
-                         const float* A, npy_intp lda, const float* B, npy_intp ldb, float beta,
-                         float* C, npy_intp ldc)
-{
-    int im = (int)m, in = (int)n, ik = (int)k, ia = (int)lda, ib = (int)ldb, ic = (int)ldc;
-    if (m == 0 || n == 0) return;
-    if (ia < 1) ia = 1;
-    if (ib < 1) ib = 1;
-    if (ic < 1) ic = 1;
-    lbn_sgemm_ptr(&tb, &ta, &in, &im, &ik, &alpha, (float*)B, &ib, (float*)A, &ia, &beta, C, &ic);
-}
-
-static void lbn_gemm_f64(char ta, char tb, npy_intp m, npy_intp n, npy_intp k, double alpha,
-                         const double* A, npy_intp lda, const double* B, npy_intp ldb,
-                         double beta, double* C, npy_intp ldc)
-{
-    int im = (int)m, in = (int)n, ik = (int)k, ia = (int)lda, ib = (int)ldb, ic = (int)ldc;
-    if (m == 0 || n == 0) return;
-    if (ia < 1) ia = 1;
-    if (ib < 1) ib = 1;
-    if (ic < 1) ic = 1;
-    lbn_dgemm_ptr(&tb, &ta, &in, &im, &ik, &alpha, (double*)B, &ib, (double*)A, &ia, &beta, C,
-                  &ic);
-}
 """
-
-
-def per_type(template: str) -> str:
-    """``template`` once per element type, float then double.
-
-    ``$T`` (and ``$W``, the working type) is ``float`` / ``double``, ``$S``
-    the name suffix ``f32`` / ``f64``.
-
-    >>> per_type("$T lbn_one_$S = 1;")
-    'float lbn_one_f32 = 1;double lbn_one_f64 = 1;'
-    """
-    return "".join(
-        template.replace("$T", t).replace("$W", t).replace("$S", s)
-        for t, s in (("float", "f32"), ("double", "f64"))
-    )
+)
 
 
 def raise_code(module: str, kind: str, props, inputs: list[str]) -> str:
