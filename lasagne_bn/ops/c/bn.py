@@ -1,6 +1,8 @@
 """C implementations of the batch-norm Ops (modes ``C`` and ``CVM``).
 
-The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here.  The
+The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here, and so
+does :class:`~lasagne_bn.ops.moments.Moments`, whose C code is the
+statistics pass of ``BatchNormTrain`` (``lbn_moments``).  The
 numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`):
 
 - the input is viewed as a C-contiguous ``(outer, channels, inner)`` array
@@ -626,9 +628,12 @@ class _Glue:
         return f"npy_intp sdims[{self.ndim}] = {{{', '.join(items)}}};"
 
     def elementwise(self, kind: int, out: str, vectors: list[str], dy: str = "NULL") -> str:
-        """C statements: the elementwise pass ``kind`` (2: affine, 3: input
-        gradient) of ``xd`` (and ``dy``) into ``out``, with the per-channel
-        doubles ``vectors`` first converted to the working precision."""
+        """C statements running the elementwise pass ``kind`` into ``out``.
+
+        ``kind`` 2 is the affine pass over ``xd``, 3 the input gradient (of
+        ``xd`` and ``dy``); the per-channel doubles ``vectors`` are first
+        converted to the working precision.
+        """
         work = ", ".join(f"lbn_work_vector(type, {v}, {v}, C)" for v in vectors)
         target = f"PyArray_DATA({out})" if self.perm is None else "PyArray_DATA(lbn_tmp)"
         run = f"""{{
