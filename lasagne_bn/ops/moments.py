@@ -12,7 +12,8 @@ than copy it:
 - Numba: :func:`lasagne_bn.ops.numba.bn_kernels.channel_moments`, the
   statistics pass of the batch-norm training kernel
   (:mod:`lasagne_bn.ops.numba.moments` registers it);
-- C (``CVM``, ``C``): the batch-norm C reduction (:mod:`lasagne_bn.ops.c.bn`);
+- C (``CVM``, ``C``): ``lbn_moments``, the statistics pass of the batch-norm
+  training C code (:func:`lasagne_bn.ops.c.bn.moments_code`);
 - JAX: :func:`lasagne_bn.ops.jax.bn.shifted_moments` (:mod:`lasagne_bn.ops.jax.moments`).
 
 Besides ``mean`` and ``var`` the Op returns the ``shift`` and the
@@ -37,9 +38,7 @@ fused kernels compute the same formula in one pass, as
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytensor.tensor as pt
@@ -62,9 +61,6 @@ from lasagne_bn.ops.rewrites import ensure_registered
 from lasagne_bn.ops.validation import check_float, normalize_axes
 
 __all__ = ["Moments", "normalize", "np_moments"]
-
-#: Keys the C code cache with this file as well as bn_c.py.
-MOMENTS_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def np_moments(x: np.ndarray, axes: Sequence[int]):
@@ -130,16 +126,11 @@ class Moments(BatchNormCOp):
             storage[0] = value.astype(dtype)
 
     def c_code(self, node, name, inputs, outputs, sub):
-        return moments_code(self, node, name, inputs, outputs, sub)
-
-    def c_code_cache_version(self):
-        return (bn_c.C_CODE_VERSION, MOMENTS_VERSION)
+        return bn_c.moments_code(self, node, name, inputs, outputs, sub)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
-        xs = shapes[0]
-        st = tuple(1 if i in self.axes else xs[i] for i in range(len(xs)))
-        return [st, st, st, st]
+        return [stat_shape(shapes[0], self.axes)] * 4
 
     def connection_pattern(self, node):
         # outputs: mean, var, shift, shifted_mean; the shift is a constant
@@ -164,78 +155,6 @@ class Moments(BatchNormCOp):
         # g_mean / m alone has the statistics' shape: broadcast it to x's.
         terms.append(pt.zeros_like(x, dtype=work))
         return [pt.cast(pt.add(*terms), x.type.dtype)]
-
-
-def moments_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
-    """``Moments.c_code``: the batch-norm C reduction (float32/float64 input)."""
-    x_t = node.inputs[0].type
-    bn_c._dtype_code(x_t.dtype)  # float16: NotImplementedError, CVM runs perform
-    st_num = bn_c._dtype_code(node.outputs[0].type.dtype)
-    g = bn_c._Glue(op.axes, x_t.ndim)
-    nd = x_t.ndim
-    (x,) = inputs
-    mean, var, shift_o, shifted_o = outputs
-    fail = sub["fail"]
-    code = f"""
-{{
-    {g.decls()}
-    const npy_intp m = {g.m_expr(x)};
-    int lbn_ok = 0;
-    PyArrayObject* xc = NULL;
-    double* work = NULL;
-    xc = {g.contiguous(x)};
-    if (xc == NULL) goto LBN_DONE;
-    {{
-        {g.view("xc")}
-        {g.stat_dims(x)}
-        const int type = PyArray_TYPE(xc);
-        const char* xd = (const char*)PyArray_DATA(xc);
-        work = (double*)malloc((size_t)(4 * C + 1) * sizeof(double));
-        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
-        double* shift = work;
-        double* s1 = work + C;
-        double* s2 = work + 2 * C;
-        double* mean_v = work + 3 * C;
-        if (lbn_prepare_output(&{mean}, {nd}, sdims, {st_num})
-            || lbn_prepare_output(&{var}, {nd}, sdims, {st_num})
-            || lbn_prepare_output(&{shift_o}, {nd}, sdims, {st_num})
-            || lbn_prepare_output(&{shifted_o}, {nd}, sdims, {st_num})) goto LBN_DONE;
-        if (m == 0) {{
-            /* an empty reduction: NaN statistics, as perform gives */
-            for (npy_intp c = 0; c < C; ++c) {{
-                shift[c] = NAN; s1[c] = NAN; s2[c] = NAN; mean_v[c] = NAN;
-            }}
-        }} else {{
-            /* The shift: each statistic's first sample keeps the sums exact. */
-            for (npy_intp c = 0; c < C; ++c)
-                shift[c] = type == NPY_FLOAT32 ? (double)((const float*)xd)[c * B]
-                                               : ((const double*)xd)[c * B];
-            Py_BEGIN_ALLOW_THREADS
-            lbn_reduce(0, type, xd, NULL, A, C, B, shift, s1, s2, lbn_max_threads());
-            Py_END_ALLOW_THREADS
-            for (npy_intp c = 0; c < C; ++c) {{
-                const double mu = s1[c] / (double)m;
-                double v = s2[c] / (double)m - mu * mu;
-                s1[c] = mu;
-                s2[c] = v < 0.0 ? 0.0 : v;
-                mean_v[c] = shift[c] + mu;
-            }}
-        }}
-        lbn_write_vector({mean}, mean_v, C);
-        lbn_write_vector({var}, s2, C);
-        lbn_write_vector({shift_o}, shift, C);
-        lbn_write_vector({shifted_o}, s1, C);
-    }}
-    lbn_ok = 1;
-LBN_DONE:
-    Py_XDECREF(xc);
-    free(work);
-    if (!lbn_ok) {{
-        {fail}
-    }}
-}}
-"""
-    return code.replace("LBN_DONE", f"lbn_done_{name}")
 
 
 def normalize(

@@ -1,6 +1,8 @@
 """C implementations of the batch-norm Ops (modes ``C`` and ``CVM``).
 
-The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here.  The
+The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here, and so
+does :class:`~lasagne_bn.ops.moments.Moments`, whose C code is the
+statistics pass of ``BatchNormTrain`` (``lbn_moments``).  The
 numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`):
 
 - the input is viewed as a C-contiguous ``(outer, channels, inner)`` array
@@ -39,8 +41,7 @@ array([2., 4.])
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
+import ast
 
 import numpy as np
 
@@ -48,11 +49,9 @@ from lasagne_bn.ops import validation
 from lasagne_bn.ops.c import common as c_common
 from lasagne_bn.ops.layout import channel_block, kept_axes
 
-#: Keys PyTensor's on-disk cache of compiled modules: a hash of this file, so
-#: an edited kernel or glue can never be served stale.
-#: The validation rules and the shared C code are generated into the code too.
-_SOURCES = Path(__file__).read_bytes() + Path(validation.__file__).read_bytes()
-C_CODE_VERSION = hashlib.sha256(_SOURCES).hexdigest()[:16] + c_common.C_COMMON_VERSION
+#: Keys PyTensor's on-disk cache of compiled modules (the Ops' and Moments'):
+#: this file, and the validation rules, which are generated into the code too.
+C_CODE_VERSION = c_common.code_version(__file__, validation.__file__)
 
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
@@ -416,6 +415,33 @@ static void lbn_elementwise(int kind, int type, const void* x, const void* dy, v
     else lbn_run(&t, A * C, B, threads, NULL, NULL);
 }
 
+/* Per channel of the (A, C, B) array `xd` (m = A * B values each): shift = its
+   first value, s1 = mean - shift, s2 = the biased variance, mean; the sums are
+   of x - shift in float64, which keeps them exact at large offsets.  An empty
+   reduction gives NaN statistics, as perform does. */
+static void lbn_moments(int type, const char* xd, npy_intp A, npy_intp C, npy_intp B,
+                        double* shift, double* s1, double* s2, double* mean)
+{
+    const npy_intp m = A * B;
+    if (m == 0) {
+        for (npy_intp c = 0; c < C; ++c) shift[c] = s1[c] = s2[c] = mean[c] = NAN;
+        return;
+    }
+    for (npy_intp c = 0; c < C; ++c)
+        shift[c] = type == NPY_FLOAT32 ? (double)((const float*)xd)[c * B]
+                                       : ((const double*)xd)[c * B];
+    Py_BEGIN_ALLOW_THREADS
+    lbn_reduce(0, type, xd, NULL, A, C, B, shift, s1, s2, lbn_max_threads());
+    Py_END_ALLOW_THREADS
+    for (npy_intp c = 0; c < C; ++c) {
+        const double mu = s1[c] / (double)m;
+        const double v = s2[c] / (double)m - mu * mu;
+        s1[c] = mu;
+        s2[c] = v < 0.0 ? 0.0 : v;
+        mean[c] = shift[c] + mu;
+    }
+}
+
 /* `n` doubles as vectors in the working precision of `type`, in `dst` (room
    for n doubles): float32 vectors are packed at its start. */
 static const void* lbn_work_vector(int type, const double* src, double* dst, npy_intp n)
@@ -507,42 +533,12 @@ static double lbn_scalar(PyArrayObject* s)
 {
     return *(const double*)PyArray_DATA(s);
 }
-
-/* Raise the error perform would raise: run the NumPy reference on the same
-   inputs (it raises), through lasagne_bn.ops.c.bn.raise_like_perform. */
-static void lbn_raise_like_perform(const char* kind, PyObject* axes, PyObject** inputs, int n)
-{
-    PyObject* module = PyImport_ImportModule("lasagne_bn.ops.c.bn");
-    PyObject* func = module ? PyObject_GetAttrString(module, "raise_like_perform") : NULL;
-    PyObject* args = func ? PyTuple_New(n + 2) : NULL;
-    if (args != NULL) {
-        PyTuple_SET_ITEM(args, 0, PyUnicode_FromString(kind));
-        Py_INCREF(axes);
-        PyTuple_SET_ITEM(args, 1, axes);
-        for (int i = 0; i < n; ++i) {
-            Py_INCREF(inputs[i]);
-            PyTuple_SET_ITEM(args, i + 2, inputs[i]);
-        }
-        PyObject* r = PyObject_CallObject(func, args);
-        Py_XDECREF(r);
-        if (r != NULL)
-            PyErr_Format(PyExc_RuntimeError,
-                         "lasagne_bn %%s: the C code refused inputs the NumPy reference accepts",
-                         kind);
-    }
-    Py_XDECREF(args);
-    Py_XDECREF(func);
-    Py_XDECREF(module);
-}
 """
 
 
 def support_code() -> list[str]:
     """The C support code of the four Ops (PyTensor adds each block once per module)."""
-    kernels = "".join(
-        _KERNELS.replace("$T", t).replace("$W", t).replace("$S", s)
-        for t, s in (("float", "f32"), ("double", "f64"))
-    )
+    kernels = c_common.per_type(_KERNELS)
     common = _COMMON % {"min_per_thread": MIN_ELEMENTS_PER_THREAD}
     # The kernels need lbn_task; lbn_run_task needs the kernels.
     head, tail = common.split("static void lbn_run_task", 1)
@@ -554,13 +550,16 @@ def support_code() -> list[str]:
 # errors: the NumPy reference raises them
 
 
-def raise_like_perform(kind: str, axes: tuple[int, ...], *inputs) -> None:
+def raise_like_perform(kind: str, props: str, *inputs) -> None:
     """Run the NumPy reference of ``kind`` on ``inputs``, which raises its error.
 
     Called by the C code when it finds an invalid shape or scalar, so that
-    the ``ValueError`` is the one ``perform`` raises, word for word.
+    the ``ValueError`` is the one ``perform`` raises, word for word;
+    ``props`` is the Op's ``axes`` as a Python literal.
     """
     from lasagne_bn.ops import bn
+
+    axes = ast.literal_eval(props)
 
     if kind == "train":
         bn.np_train_forward(*inputs[:4], axes)
@@ -628,33 +627,72 @@ class _Glue:
         items = ["1" if i in self.axes else f"PyArray_DIMS({x})[{i}]" for i in range(self.ndim)]
         return f"npy_intp sdims[{self.ndim}] = {{{', '.join(items)}}};"
 
-    def elementwise_target(self, out: str, type_num: str) -> tuple[str, str, str]:
-        """(allocation, data pointer, copy-back) for the big output ``out``."""
-        if self.perm is None:
-            return "", f"PyArray_DATA({out})", ""
-        alloc = (
-            f"lbn_tmp = (PyArrayObject*)PyArray_EMPTY({self.ndim}, PyArray_DIMS(xc), "
-            f"{type_num}, 0);\n        if (lbn_tmp == NULL) goto LBN_DONE;"
-        )
-        back = f"if (lbn_unpermute(lbn_tmp, {out}, lbn_perm, {self.ndim})) goto LBN_DONE;"
-        return alloc, "PyArray_DATA(lbn_tmp)", back
+    def elementwise(self, kind: int, out: str, vectors: list[str], dy: str = "NULL") -> str:
+        """C statements running the elementwise pass ``kind`` into ``out``.
 
-    def raise_code(self, kind: str, inputs: list[str]) -> str:
-        """C statements raising perform's error for these inputs."""
-        fmt = "(" + "i" * len(self.axes) + ")"
-        args = ", ".join(str(a) for a in self.axes)
-        items = ", ".join(f"(PyObject*){i}" for i in inputs)
-        return (
-            "{\n"
-            f'            PyObject* lbn_axes = Py_BuildValue("{fmt}", {args});\n'
-            f"            PyObject* lbn_in[{len(inputs)}] = {{{items}}};\n"
-            "            if (lbn_axes != NULL) {\n"
-            f'                lbn_raise_like_perform("{kind}", lbn_axes, lbn_in, '
-            f"{len(inputs)});\n"
-            "                Py_DECREF(lbn_axes);\n"
-            "            }\n"
-            "        }"
-        )
+        ``kind`` 2 is the affine pass over ``xd``, 3 the input gradient (of
+        ``xd`` and ``dy``); the per-channel doubles ``vectors`` are first
+        converted to the working precision.
+        """
+        work = ", ".join(f"lbn_work_vector(type, {v}, {v}, C)" for v in vectors)
+        target = f"PyArray_DATA({out})" if self.perm is None else "PyArray_DATA(lbn_tmp)"
+        run = f"""{{
+            const void* w[4] = {{{work}}};
+            void* od = {target};
+            Py_BEGIN_ALLOW_THREADS
+            lbn_elementwise({kind}, type, xd, {dy}, od, A, C, B, w[0], w[1], w[2], w[3],
+                            lbn_max_threads());
+            Py_END_ALLOW_THREADS
+        }}"""
+        if self.perm is None:
+            return run
+        # computed in the permuted order, then copied into the input's layout
+        return f"""lbn_tmp = (PyArrayObject*)PyArray_EMPTY({self.ndim}, PyArray_DIMS(xc), type, 0);
+        if (lbn_tmp == NULL) goto LBN_DONE;
+        {run}
+        if (lbn_unpermute(lbn_tmp, {out}, lbn_perm, {self.ndim})) goto LBN_DONE;"""
+
+    def node_code(self, name, fail, x, vectors, body, head="", check=None, dy=None) -> str:
+        """A node's C code: ``body`` run on ``x`` (and ``dy``) made contiguous.
+
+        ``body`` sees ``m``, the ``(A, C, B)`` view, ``sdims`` (the
+        statistics' shape), ``type``, ``xd`` (and ``dyd``), and a ``double*``
+        of ``C`` values for each name in ``vectors``; ``head`` declares more.
+        ``check`` is ``(condition, kind, inputs)``: where the condition holds,
+        perform's error for ``kind`` is raised.
+        """
+        guard = get_dy = ""
+        if check is not None:
+            cond, kind, inputs = check
+            raise_ = c_common.raise_code(__name__, kind, self.axes, inputs)
+            guard = f"if ({cond}) {{\n        {raise_}\n        {fail}\n    }}"
+        if dy is not None:
+            get_dy = f"dyc = {self.contiguous(dy)};\n    if (dyc == NULL) goto LBN_DONE;"
+        vecs = "\n        ".join(f"double* {v} = work + {i} * C;" for i, v in enumerate(vectors))
+        code = f"""{self.decls()}
+    const npy_intp m = {self.m_expr(x)};
+    {head}
+    PyArrayObject* xc = NULL;
+    PyArrayObject* dyc = NULL;
+    PyArrayObject* lbn_tmp = NULL;
+    double* work = NULL;
+    {guard}
+    xc = {self.contiguous(x)};
+    if (xc == NULL) goto LBN_DONE;
+    {get_dy}
+    {{
+        {self.view("xc")}
+        {self.stat_dims(x)}
+        const int type = PyArray_TYPE(xc);
+        const char* xd = (const char*)PyArray_DATA(xc);
+        const char* dyd = dyc == NULL ? NULL : (const char*)PyArray_DATA(dyc);
+        work = (double*)malloc((size_t)({len(vectors)} * C + 1) * sizeof(double));
+        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
+        {vecs}
+        {body}
+    }}"""
+        release = ["Py_XDECREF(xc);", "Py_XDECREF(dyc);", "Py_XDECREF(lbn_tmp);", "free(work);"]
+        return c_common.guarded(name, fail, code, release)
 
 
 def _shape_checks(stats: list[str], x: str) -> str:
@@ -670,17 +708,18 @@ def train_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
     nd = x_t.ndim
     x, gamma, beta, eps = inputs[:4]
     out, mean, invstd = outputs[:3]
-    fail = sub["fail"]
-    running = len(inputs) > 4
     check = _shape_checks([gamma, beta], x) + f" || m < 1 || !{validation.EPSILON.c_source('eps')}"
-    f_decl = run_read = run_write = ""
-    if running:
+    head = f"const double eps = lbn_scalar({eps});"
+    vectors = ["shift", "s1", "s2", "inv", "mean_v", "scale", "offset"]
+    run_read = run_write = ""
+    if len(inputs) > 4:  # running averages
         factor, rmean, rvar = inputs[4:]
         new_rm, new_rv = outputs[3:]
         check += f" || !{validation.RUNNING_AVERAGE_FACTOR.c_source('f')} || " + _shape_checks(
             [rmean, rvar], x
         )
-        f_decl = f"const double f = lbn_scalar({factor});"
+        head += f"\n    const double f = lbn_scalar({factor});"
+        vectors += ["rm", "rv"]
         run_read = (
             f"if (lbn_read_vector({rmean}, rm, C) || lbn_read_vector({rvar}, rv, C)) "
             "goto LBN_DONE;"
@@ -694,95 +733,28 @@ def train_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
             const double unbias = m > 1 ? (double)m / (double)(m - 1) : INFINITY;
             for (npy_intp c = 0; c < C; ++c) {{
                 rm[c] = rm[c] * (1.0 - f) + mean_v[c] * f;
-                rv[c] = rv[c] * (1.0 - f) + var[c] * unbias * f;
+                rv[c] = rv[c] * (1.0 - f) + s2[c] * unbias * f;
             }}
         }}
         lbn_write_vector({new_rm}, rm, C);
         lbn_write_vector({new_rv}, rv, C);"""
-    alloc, target, back = g.elementwise_target(out, tnum)
-    code = f"""
-{{
-    {g.decls()}
-    const npy_intp m = {g.m_expr(x)};
-    const double eps = lbn_scalar({eps});
-    {f_decl}
-    int lbn_ok = 0;
-    PyArrayObject* xc = NULL;
-    PyArrayObject* lbn_tmp = NULL;
-    double* work = NULL;
-    if ({check}) {{
-        {g.raise_code("train", inputs)}
-        {fail}
-    }}
-    xc = {g.contiguous(x)};
-    if (xc == NULL) goto LBN_DONE;
-    {{
-        {g.view("xc")}
-        {g.stat_dims(x)}
-        const int type = PyArray_TYPE(xc);
-        const char* xd = (const char*)PyArray_DATA(xc);
-        work = (double*)malloc((size_t)(9 * C + 1) * sizeof(double));
-        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
-        double* shift = work;
-        double* s1 = work + C;
-        double* s2 = work + 2 * C;
-        double* var = work + 3 * C;
-        double* mean_v = work + 4 * C;
-        double* scale = work + 5 * C;
-        double* offset = work + 6 * C;
-        double* rm = work + 7 * C;
-        double* rv = work + 8 * C;
-        (void)rm; (void)rv;
-        if (lbn_read_vector({gamma}, scale, C) || lbn_read_vector({beta}, offset, C))
+    body = f"""if (lbn_read_vector({gamma}, scale, C) || lbn_read_vector({beta}, offset, C))
             goto LBN_DONE;
         {run_read}
         if (lbn_prepare_output(&{out}, {nd}, PyArray_DIMS({x}), {tnum})
             || lbn_prepare_output(&{mean}, {nd}, sdims, {st_num})
             || lbn_prepare_output(&{invstd}, {nd}, sdims, {st_num})) goto LBN_DONE;
-        {alloc}
-        /* The shift: each channel's first sample keeps the sums exact. */
-        for (npy_intp c = 0; c < C; ++c)
-            shift[c] = type == NPY_FLOAT32 ? (double)((const float*)xd)[c * B]
-                                           : ((const double*)xd)[c * B];
-        Py_BEGIN_ALLOW_THREADS
-        lbn_reduce(0, type, xd, NULL, A, C, B, shift, s1, s2, lbn_max_threads());
-        Py_END_ALLOW_THREADS
+        lbn_moments(type, xd, A, C, B, shift, s1, s2, mean_v);
         for (npy_intp c = 0; c < C; ++c) {{
-            const double mu = s1[c] / (double)m;
-            double v = s2[c] / (double)m - mu * mu;
-            if (v < 0.0) v = 0.0;
-            var[c] = v;
-            s2[c] = 1.0 / sqrt(v + eps);  /* invstd */
-            scale[c] = scale[c] * s2[c];
-            offset[c] = offset[c] - mu * scale[c];
-            mean_v[c] = shift[c] + mu;
+            inv[c] = 1.0 / sqrt(s2[c] + eps);
+            scale[c] = scale[c] * inv[c];
+            offset[c] = offset[c] - s1[c] * scale[c];
         }}
         lbn_write_vector({mean}, mean_v, C);
-        lbn_write_vector({invstd}, s2, C);
-        {{
-            const void* w0 = lbn_work_vector(type, shift, shift, C);
-            const void* w1 = lbn_work_vector(type, scale, scale, C);
-            const void* w2 = lbn_work_vector(type, offset, offset, C);
-            void* od = {target};
-            Py_BEGIN_ALLOW_THREADS
-            lbn_elementwise(2, type, xd, NULL, od, A, C, B, w0, w1, w2, NULL,
-                            lbn_max_threads());
-            Py_END_ALLOW_THREADS
-        }}
-        {back}
-        {run_write}
-    }}
-    lbn_ok = 1;
-LBN_DONE:
-    Py_XDECREF(xc);
-    Py_XDECREF(lbn_tmp);
-    free(work);
-    if (!lbn_ok) {{
-        {fail}
-    }}
-}}
-"""
-    return code.replace("LBN_DONE", f"lbn_done_{name}")
+        lbn_write_vector({invstd}, inv, C);
+        {g.elementwise(2, out, ["shift", "scale", "offset"])}
+        {run_write}"""
+    return g.node_code(name, sub["fail"], x, vectors, body, head, (check, "train", inputs))
 
 
 def train_grad_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
@@ -794,57 +766,19 @@ def train_grad_code(op, node, name: str, inputs: list[str], outputs: list[str], 
     nd = x_t.ndim
     x, dy, gamma, mean, invstd = inputs[:5]
     dx, dgamma, dbeta = outputs
-    fail = sub["fail"]
-    stat_grads = len(inputs) > 5
     check = _shape_checks(inputs[2:], x) + f" || m < 1 || !PyArray_SAMESHAPE({x}, {dy})"
     read_g = (
         f"if (lbn_read_vector({inputs[5]}, gm, C) || lbn_read_vector({inputs[6]}, gv, C)) "
         "goto LBN_DONE;"
-        if stat_grads
+        if len(inputs) > 5  # gradients reaching the statistics
         else "for (npy_intp c = 0; c < C; ++c) { gm[c] = 0.0; gv[c] = 0.0; }"
     )
-    alloc, target, back = g.elementwise_target(dx, tnum)
-    code = f"""
-{{
-    {g.decls()}
-    const npy_intp m = {g.m_expr(x)};
-    int lbn_ok = 0;
-    PyArrayObject* xc = NULL;
-    PyArrayObject* dyc = NULL;
-    PyArrayObject* lbn_tmp = NULL;
-    double* work = NULL;
-    if ({check}) {{
-        {g.raise_code("train_grad", inputs)}
-        {fail}
-    }}
-    xc = {g.contiguous(x)};
-    if (xc == NULL) goto LBN_DONE;
-    dyc = {g.contiguous(dy)};
-    if (dyc == NULL) goto LBN_DONE;
-    {{
-        {g.view("xc")}
-        {g.stat_dims(x)}
-        const int type = PyArray_TYPE(xc);
-        const char* xd = (const char*)PyArray_DATA(xc);
-        const char* dyd = (const char*)PyArray_DATA(dyc);
-        work = (double*)malloc((size_t)(9 * C + 1) * sizeof(double));
-        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
-        double* gam = work;
-        double* mu = work + C;
-        double* inv = work + 2 * C;
-        double* gm = work + 3 * C;
-        double* gv = work + 4 * C;
-        double* sy = work + 5 * C;
-        double* syx = work + 6 * C;
-        double* k1 = work + 7 * C;
-        double* k2 = work + 8 * C;
-        if (lbn_read_vector({gamma}, gam, C) || lbn_read_vector({mean}, mu, C)
+    body = f"""if (lbn_read_vector({gamma}, gam, C) || lbn_read_vector({mean}, mu, C)
             || lbn_read_vector({invstd}, inv, C)) goto LBN_DONE;
         {read_g}
         if (lbn_prepare_output(&{dx}, {nd}, PyArray_DIMS({x}), {tnum})
             || lbn_prepare_output(&{dgamma}, {nd}, sdims, {st_num})
             || lbn_prepare_output(&{dbeta}, {nd}, sdims, {st_num})) goto LBN_DONE;
-        {alloc}
         Py_BEGIN_ALLOW_THREADS
         lbn_reduce(1, type, xd, dyd, A, C, B, mu, sy, syx, lbn_max_threads());
         Py_END_ALLOW_THREADS
@@ -856,30 +790,11 @@ def train_grad_code(op, node, name: str, inputs: list[str], outputs: list[str], 
         }}
         lbn_write_vector({dgamma}, gam, C);
         lbn_write_vector({dbeta}, sy, C);
-        {{
-            const void* w0 = lbn_work_vector(type, mu, mu, C);
-            const void* w1 = lbn_work_vector(type, k1, k1, C);
-            const void* w2 = lbn_work_vector(type, k2, k2, C);
-            const void* w3 = lbn_work_vector(type, gm, gm, C);
-            void* od = {target};
-            Py_BEGIN_ALLOW_THREADS
-            lbn_elementwise(3, type, xd, dyd, od, A, C, B, w0, w1, w2, w3, lbn_max_threads());
-            Py_END_ALLOW_THREADS
-        }}
-        {back}
-    }}
-    lbn_ok = 1;
-LBN_DONE:
-    Py_XDECREF(xc);
-    Py_XDECREF(dyc);
-    Py_XDECREF(lbn_tmp);
-    free(work);
-    if (!lbn_ok) {{
-        {fail}
-    }}
-}}
-"""
-    return code.replace("LBN_DONE", f"lbn_done_{name}")
+        {g.elementwise(3, dx, ["mu", "k1", "k2", "gm"], dy="dyd")}"""
+    vectors = ["gam", "mu", "inv", "gm", "gv", "sy", "syx", "k1", "k2"]
+    return g.node_code(
+        name, sub["fail"], x, vectors, body, check=(check, "train_grad", inputs), dy=dy
+    )
 
 
 def inference_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
@@ -888,78 +803,50 @@ def inference_code(op, node, name: str, inputs: list[str], outputs: list[str], s
     tnum = _dtype_code(x_t.dtype)
     _dtype_code(node.inputs[1].type.dtype)
     g = _Glue(op.axes, x_t.ndim)
-    nd = x_t.ndim
     x, gamma, beta, mean, var, eps = inputs
     (out,) = outputs
-    fail = sub["fail"]
     check = (
         _shape_checks([gamma, beta, mean, var], x) + f" || !{validation.EPSILON.c_source('eps')}"
     )
-    alloc, target, back = g.elementwise_target(out, tnum)
-    code = f"""
-{{
-    {g.decls()}
-    const double eps = lbn_scalar({eps});
-    int lbn_ok = 0;
-    PyArrayObject* xc = NULL;
-    PyArrayObject* lbn_tmp = NULL;
-    double* work = NULL;
-    if ({check}) {{
-        {g.raise_code("inference", inputs)}
-        {fail}
-    }}
-    xc = {g.contiguous(x)};
-    if (xc == NULL) goto LBN_DONE;
-    {{
-        {g.view("xc")}
-        const int type = PyArray_TYPE(xc);
-        const char* xd = (const char*)PyArray_DATA(xc);
-        work = (double*)malloc((size_t)(4 * C + 1) * sizeof(double));
-        if (work == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
-        double* scale = work;
-        double* offset = work + C;
-        double* mu = work + 2 * C;
-        double* v = work + 3 * C;
-        if (lbn_read_vector({gamma}, scale, C) || lbn_read_vector({beta}, offset, C)
+    body = f"""if (lbn_read_vector({gamma}, scale, C) || lbn_read_vector({beta}, offset, C)
             || lbn_read_vector({mean}, mu, C) || lbn_read_vector({var}, v, C)) goto LBN_DONE;
-        if (lbn_prepare_output(&{out}, {nd}, PyArray_DIMS({x}), {tnum})) goto LBN_DONE;
-        {alloc}
+        if (lbn_prepare_output(&{out}, {x_t.ndim}, PyArray_DIMS({x}), {tnum})) goto LBN_DONE;
         for (npy_intp c = 0; c < C; ++c) scale[c] = scale[c] / sqrt(v[c] + eps);
-        {{
-            const void* w0 = lbn_work_vector(type, mu, mu, C);
-            const void* w1 = lbn_work_vector(type, scale, scale, C);
-            const void* w2 = lbn_work_vector(type, offset, offset, C);
-            void* od = {target};
-            Py_BEGIN_ALLOW_THREADS
-            lbn_elementwise(2, type, xd, NULL, od, A, C, B, w0, w1, w2, NULL,
-                            lbn_max_threads());
-            Py_END_ALLOW_THREADS
-        }}
-        {back}
-    }}
-    lbn_ok = 1;
-LBN_DONE:
-    Py_XDECREF(xc);
-    Py_XDECREF(lbn_tmp);
-    free(work);
-    if (!lbn_ok) {{
-        {fail}
-    }}
-}}
-"""
-    return code.replace("LBN_DONE", f"lbn_done_{name}")
+        {g.elementwise(2, out, ["mu", "scale", "offset"])}"""
+    head = f"const double eps = lbn_scalar({eps});"
+    check_ = (check, "inference", inputs)
+    return g.node_code(name, sub["fail"], x, ["scale", "offset", "mu", "v"], body, head, check_)
+
+
+def moments_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
+    """``Moments.c_code`` (:mod:`lasagne_bn.ops.moments`): the statistics of ``train_code``."""
+    x_t = node.inputs[0].type
+    _dtype_code(x_t.dtype)
+    st_num = _dtype_code(node.outputs[0].type.dtype)
+    g = _Glue(op.axes, x_t.ndim)
+    prepare = " || ".join(
+        f"lbn_prepare_output(&{o}, {x_t.ndim}, sdims, {st_num})" for o in outputs
+    )
+    # outputs: mean, var, shift, shifted_mean
+    write = (
+        f"lbn_write_vector({o}, {v}, C);"
+        for o, v in zip(outputs, ("mean_v", "s2", "shift", "s1"), strict=True)
+    )
+    body = f"""if ({prepare}) goto LBN_DONE;
+        lbn_moments(type, xd, A, C, B, shift, s1, s2, mean_v);
+        {" ".join(write)}"""
+    return g.node_code(name, sub["fail"], inputs[0], ["shift", "s1", "s2", "mean_v"], body)
 
 
 def apply_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
     """``BatchNormApply.c_code``: one broadcasting pass with NumPy's iterator."""
     out_t = node.outputs[0].type
     tnum = _dtype_code(out_t.dtype)
-    ctype = "float" if out_t.dtype == "float32" else "double"
+    ctype = c_common.c_type(out_t.dtype)
     nd = out_t.ndim
     (out,) = outputs
     fail = sub["fail"]
     items = ", ".join(inputs)
-    raise_items = ", ".join(f"(PyObject*){i}" for i in inputs)
     code = f"""
 {{
     PyArrayObject* lbn_in[5] = {{{items}}};
@@ -977,12 +864,7 @@ def apply_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
         dims[i] = d;
     }}
     if (!lbn_ok) {{
-        PyObject* lbn_axes = PyTuple_New(0);
-        PyObject* lbn_py[5] = {{{raise_items}}};
-        if (lbn_axes != NULL) {{
-            lbn_raise_like_perform("apply", lbn_axes, lbn_py, 5);
-            Py_DECREF(lbn_axes);
-        }}
+        {c_common.raise_code(__name__, "apply", (), inputs)}
         {fail}
     }}
     if (lbn_prepare_output(&{out}, {nd}, dims, {tnum})) {{
@@ -1031,4 +913,4 @@ def apply_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
     }}
 }}
 """
-    return code.replace("LBN_DONE", f"lbn_done_{name}")
+    return code

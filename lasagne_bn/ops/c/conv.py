@@ -39,76 +39,52 @@ array([[4., 4.],
 from __future__ import annotations
 
 import ast
-import hashlib
-from pathlib import Path
 
 from lasagne_bn.ops.c import common as c_common
 
 #: Keys PyTensor's on-disk cache of compiled modules (this file and the shared plumbing).
-C_CODE_VERSION = (
-    hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + c_common.C_COMMON_VERSION
-)
+C_CODE_VERSION = c_common.code_version(__file__)
 
 # One copy per element type ($T, suffix $S).  Geometry is always 3-D.
 _KERNELS = r"""
-/* col (Cg*K rows of P) from x (Cg, in0, in1, in2) of one sample and group. */
-static void lcv_im2col_$S(const $T* x, const lcv_geom* g, npy_intp Cg, $T* col)
+/* Between x (Cg, in0, in1, in2) of one sample and group and col (Cg*K rows
+   of P): back == 0, col = im2col(x); back == 1, x += every column of col at
+   the pixel it was read from (col2im).  One walk: each row of col, output row
+   by output row, against the input row it reads. */
+static void lcv_cols_$S($T* x, const lcv_geom* g, npy_intp Cg, $T* col, int back)
 {
     const npy_intp P = g->out[0] * g->out[1] * g->out[2];
-    const npy_intp o1n = g->out[1], o2n = g->out[2];
+    const npy_intp o1n = g->out[1], o2n = g->out[2], s = g->st[2];
     for (npy_intp c = 0; c < Cg; ++c)
     for (npy_intp k0 = 0; k0 < g->k[0]; ++k0)
     for (npy_intp k1 = 0; k1 < g->k[1]; ++k1)
     for (npy_intp k2 = 0; k2 < g->k[2]; ++k2) {
-        $T* dst = col + (((c * g->k[0] + k0) * g->k[1] + k1) * g->k[2] + k2) * P;
+        $T* row = col + (((c * g->k[0] + k0) * g->k[1] + k1) * g->k[2] + k2) * P;
         npy_intp lo, hi;
         const npy_intp off2 = k2 * g->dil[2] - g->pad[2];
-        lcv_valid_range(off2, g->st[2], g->in[2], o2n, &lo, &hi);
+        lcv_valid_range(off2, s, g->in[2], o2n, &lo, &hi);
         for (npy_intp o0 = 0; o0 < g->out[0]; ++o0) {
             const npy_intp i0 = o0 * g->st[0] + k0 * g->dil[0] - g->pad[0];
-            for (npy_intp o1 = 0; o1 < o1n; ++o1, dst += o2n) {
+            for (npy_intp o1 = 0; o1 < o1n; ++o1, row += o2n) {
                 const npy_intp i1 = o1 * g->st[1] + k1 * g->dil[1] - g->pad[1];
                 if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) {
-                    memset(dst, 0, (size_t)o2n * sizeof($T));
+                    if (!back) memset(row, 0, (size_t)o2n * sizeof($T));
                     continue;
                 }
-                const $T* src = x + ((c * g->in[0] + i0) * g->in[1] + i1) * g->in[2] + off2;
+                $T* xr = x + ((c * g->in[0] + i0) * g->in[1] + i1) * g->in[2] + off2;
+                if (back) {
+                    for (npy_intp o2 = lo; o2 < hi; ++o2) xr[o2 * s] += row[o2];
+                    continue;
+                }
                 npy_intp o2 = 0;
-                for (; o2 < lo; ++o2) dst[o2] = 0;
-                if (g->st[2] == 1) {
-                    if (hi > lo) memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof($T));
+                for (; o2 < lo; ++o2) row[o2] = 0;
+                if (s == 1) {
+                    if (hi > lo) memcpy(row + lo, xr + lo, (size_t)(hi - lo) * sizeof($T));
                     o2 = hi > lo ? hi : lo;
                 } else {
-                    const npy_intp s = g->st[2];
-                    for (; o2 < hi; ++o2) dst[o2] = src[o2 * s];
+                    for (; o2 < hi; ++o2) row[o2] = xr[o2 * s];
                 }
-                for (; o2 < o2n; ++o2) dst[o2] = 0;
-            }
-        }
-    }
-}
-
-/* dx (Cg, in0, in1, in2) += every column of dcol at the pixel it came from. */
-static void lcv_col2im_$S(const $T* dcol, const lcv_geom* g, npy_intp Cg, $T* dx)
-{
-    const npy_intp P = g->out[0] * g->out[1] * g->out[2];
-    const npy_intp o1n = g->out[1], o2n = g->out[2];
-    for (npy_intp c = 0; c < Cg; ++c)
-    for (npy_intp k0 = 0; k0 < g->k[0]; ++k0)
-    for (npy_intp k1 = 0; k1 < g->k[1]; ++k1)
-    for (npy_intp k2 = 0; k2 < g->k[2]; ++k2) {
-        const $T* src = dcol + (((c * g->k[0] + k0) * g->k[1] + k1) * g->k[2] + k2) * P;
-        npy_intp lo, hi;
-        const npy_intp off2 = k2 * g->dil[2] - g->pad[2];
-        lcv_valid_range(off2, g->st[2], g->in[2], o2n, &lo, &hi);
-        for (npy_intp o0 = 0; o0 < g->out[0]; ++o0) {
-            const npy_intp i0 = o0 * g->st[0] + k0 * g->dil[0] - g->pad[0];
-            for (npy_intp o1 = 0; o1 < o1n; ++o1, src += o2n) {
-                const npy_intp i1 = o1 * g->st[1] + k1 * g->dil[1] - g->pad[1];
-                if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) continue;
-                $T* dst = dx + ((c * g->in[0] + i0) * g->in[1] + i1) * g->in[2] + off2;
-                const npy_intp s = g->st[2];
-                for (npy_intp o2 = lo; o2 < hi; ++o2) dst[o2 * s] += src[o2];
+                for (; o2 < o2n; ++o2) row[o2] = 0;
             }
         }
     }
@@ -152,7 +128,7 @@ static void lcv_task_$S(lcv_task* t)
             $T* ys = y + (n * g->F + gi * Fg) * P;
             $T* ws = w + gi * Fg * CK;
             $T* c = t->direct ? xs : col;
-            if (kind != 1 && !t->direct) lcv_im2col_$S(xs, g, Cg, col);
+            if (kind != 1 && !t->direct) lcv_cols_$S(xs, g, Cg, col, 0);
             for (npy_intp p0 = 0; p0 < P; p0 += nc) {
                 const npy_intp pc = P - p0 < nc ? P - p0 : nc;
                 if (kind == 0)
@@ -162,7 +138,7 @@ static void lcv_task_$S(lcv_task* t)
                 else
                     lbn_gemm_$S('N', 'T', Fg, CK, pc, 1, ys + p0, P, c + p0, P, 1, ws, CK);
             }
-            if (kind == 1 && !t->direct) lcv_col2im_$S(col, g, Cg, xs);
+            if (kind == 1 && !t->direct) lcv_cols_$S(xs, g, Cg, col, 1);
         }
     free(col);
 }
@@ -274,13 +250,11 @@ static void lcv_valid_range(npy_intp off, npy_intp st, npy_intp size, npy_intp n
 
 def support_code() -> list[str]:
     """The C support code of the convolution Ops (one block per concern)."""
-    types = (("float", "f32"), ("double", "f64"))
-    kernels = "".join(_KERNELS.replace("$T", t).replace("$S", s) for t, s in types)
     return [
         c_common.OUTPUT_SUPPORT,
         c_common.THREADS_SUPPORT,
         c_common.BLAS_SUPPORT,
-        _COMMON + kernels,
+        _COMMON + c_common.per_type(_KERNELS),
     ]
 
 
@@ -347,19 +321,15 @@ def conv_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     fail = sub["fail"]
     kind = op.kind
     kind_name = ("forward", "grad_inputs", "grad_weights")[kind]
-    props = repr(op._props_dict()).replace("\\", "\\\\").replace('"', '\\"')
     st = ", ".join(["1"] * off + [str(s) for s in op.subsample])
     dil = ", ".join(["1"] * off + [str(d) for d in op.filter_dilation])
     (out,) = outputs
     if kind == 0:
         x, w = inputs
-        raise_in = [x, w]
     elif kind == 1:
         w, y, shape = inputs
-        raise_in = [w, y, shape]
     else:
         x, y, shape = inputs
-        raise_in = [x, y, shape]
 
     # Sizes from the inputs; the spatial sizes of the computed array from `shape`.
     if kind == 0:
@@ -401,72 +371,32 @@ def conv_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
         checks += [f"g.out[{i}] != lcv_top[{i}]" for i in range(off, 3)]
     check = " || ".join(checks)
 
-    if kind == 0:
-        prep = f"""
-        lcv_a = (PyArrayObject*)PyArray_GETCONTIGUOUS({x});
-        lcv_b = (PyArrayObject*)PyArray_GETCONTIGUOUS({w});
-        if (lcv_a == NULL || lcv_b == NULL) goto LCV_DONE;
-        {{
-            npy_intp dims[{nd}] = {{g.N, g.F{"".join(f", g.out[{i}]" for i in range(off, 3))}}};
-            if (lbn_prepare_output(&{out}, {nd}, dims, {tnum})) goto LCV_DONE;
-        }}
-        lcv_w = ({ctype}*)malloc((size_t)(g.F * lcv_cg * K + 1) * sizeof({ctype}));
-        if (lcv_w == NULL) {{ PyErr_NoMemory(); goto LCV_DONE; }}
-        lcv_orient_{sfx}(({ctype}*)PyArray_DATA(lcv_b), &g, g.F * lcv_cg, {int(op.filter_flip)},
-                         lcv_w);
-        lcv_px = ({ctype}*)PyArray_DATA(lcv_a);
-        lcv_py = ({ctype}*)PyArray_DATA({out});
-        lcv_pw = lcv_w;"""
-        post = ""
-    elif kind == 1:
-        prep = f"""
-        lcv_a = (PyArrayObject*)PyArray_GETCONTIGUOUS({w});
-        lcv_b = (PyArrayObject*)PyArray_GETCONTIGUOUS({y});
-        if (lcv_a == NULL || lcv_b == NULL) goto LCV_DONE;
-        {{
-            npy_intp dims[{nd}] = {{g.N, g.C{"".join(f", g.in[{i}]" for i in range(off, 3))}}};
-            if (lbn_prepare_output(&{out}, {nd}, dims, {tnum})) goto LCV_DONE;
-        }}
-        lcv_w = ({ctype}*)malloc((size_t)(g.F * lcv_cg * K + 1) * sizeof({ctype}));
-        if (lcv_w == NULL) {{ PyErr_NoMemory(); goto LCV_DONE; }}
-        lcv_orient_{sfx}(({ctype}*)PyArray_DATA(lcv_a), &g, g.F * lcv_cg, {int(op.filter_flip)},
-                         lcv_w);
-        lcv_px = ({ctype}*)PyArray_DATA({out});
-        lcv_py = ({ctype}*)PyArray_DATA(lcv_b);
-        lcv_pw = lcv_w;"""
-        post = ""
-    else:
-        prep = f"""
-        lcv_a = (PyArrayObject*)PyArray_GETCONTIGUOUS({x});
-        lcv_b = (PyArrayObject*)PyArray_GETCONTIGUOUS({y});
-        if (lcv_a == NULL || lcv_b == NULL) goto LCV_DONE;
-        {{
-            npy_intp dims[{nd}] = {{g.F, lcv_cg{"".join(f", g.k[{i}]" for i in range(off, 3))}}};
-            if (lbn_prepare_output(&{out}, {nd}, dims, {tnum})) goto LCV_DONE;
-        }}
-        lcv_w = ({ctype}*)malloc((size_t)(g.F * lcv_cg * K + 1) * sizeof({ctype}));
-        if (lcv_w == NULL) {{ PyErr_NoMemory(); goto LCV_DONE; }}
-        lcv_px = ({ctype}*)PyArray_DATA(lcv_a);
-        lcv_py = ({ctype}*)PyArray_DATA(lcv_b);
-        lcv_pw = lcv_w;"""
-        post = f"""
-        lcv_orient_{sfx}(lcv_w, &g, g.F * lcv_cg, {int(op.filter_flip)},
-                         ({ctype}*)PyArray_DATA({out}));"""
+    # The computed array's sizes, and which arrays are the kernel's x and y
+    # (lcv_a, lcv_b: the first two inputs, made contiguous).
+    lead, field, px, py = {
+        0: ("g.N, g.F", "out", "lcv_a", out),
+        1: ("g.N, g.C", "in", out, "lcv_b"),
+        2: ("g.F, lcv_cg", "k", "lcv_a", "lcv_b"),
+    }[kind]
+    dims = ", ".join([lead] + [f"g.{field}[{i}]" for i in range(off, 3)])
 
-    raise_items = ", ".join(f"(PyObject*){v}" for v in raise_in)
-    code = f"""
-{{
-    lcv_geom g;
+    def data(v):
+        return f"({ctype}*)PyArray_DATA({v})"
+
+    def orient(src, dst):  # the filters (flipped or not), between the Op's and the kernel's
+        return f"lcv_orient_{sfx}({src}, &g, g.F * lcv_cg, {int(op.filter_flip)}, {dst});"
+
+    # forward and input gradient take oriented filters, the filter gradient gives them
+    pre = orient(data({0: "lcv_b", 1: "lcv_a"}[kind]), "lcv_w") if kind != 2 else ""
+    post = orient("lcv_w", data(out)) if kind == 2 else ""
+    code = f"""lcv_geom g;
     npy_intp lcv_hi[3] = {{0, 0, 0}};
     npy_intp lcv_top[3] = {{1, 1, 1}};
     npy_intp lcv_cg = 0, lcv_fw = 0, lcv_ny = 0;
     PyArrayObject* lcv_a = NULL;
     PyArrayObject* lcv_b = NULL;
     {ctype}* lcv_w = NULL;
-    {ctype}* lcv_px = NULL;
-    {ctype}* lcv_py = NULL;
-    {ctype}* lcv_pw = NULL;
-    int lcv_ok = 0, lcv_bad = 0, lcv_rc = 0;
+    int lcv_bad = 0, lcv_rc = 0;
     (void)lcv_fw; (void)lcv_ny; (void)lcv_hi; (void)lcv_top;
     memset(&g, 0, sizeof(g));
     {{
@@ -487,9 +417,7 @@ def conv_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
         }}
     }}
     if (lcv_bad || {check}) {{
-        PyObject* lcv_in[{len(raise_in)}] = {{{raise_items}}};
-        lbn_raise_from_python("lasagne_bn.ops.c.conv", "{kind_name}", "{props}", lcv_in,
-                              {len(raise_in)});
+        {c_common.raise_code(__name__, kind_name, op._props_dict(), inputs)}
         {fail}
     }}
     if (lbn_blas_init()) {{
@@ -498,25 +426,27 @@ def conv_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     {{
         const npy_intp K = g.k[0] * g.k[1] * g.k[2];
         const npy_intp P = g.out[0] * g.out[1] * g.out[2];
-        if (!lbn_blas_fits(lcv_cg * K, P, g.F)) goto LCV_DONE;
-        {prep}
+        if (!lbn_blas_fits(lcv_cg * K, P, g.F)) goto LBN_DONE;
+        lcv_a = (PyArrayObject*)PyArray_GETCONTIGUOUS({inputs[0]});
+        lcv_b = (PyArrayObject*)PyArray_GETCONTIGUOUS({inputs[1]});
+        if (lcv_a == NULL || lcv_b == NULL) goto LBN_DONE;
+        {{
+            npy_intp dims[{nd}] = {{{dims}}};
+            if (lbn_prepare_output(&{out}, {nd}, dims, {tnum})) goto LBN_DONE;
+        }}
+        lcv_w = ({ctype}*)malloc((size_t)(g.F * lcv_cg * K + 1) * sizeof({ctype}));
+        if (lcv_w == NULL) {{ PyErr_NoMemory(); goto LBN_DONE; }}
+        {pre}
+        {ctype}* lcv_px = {data(px)};
+        {ctype}* lcv_py = {data(py)};
         Py_BEGIN_ALLOW_THREADS
-        lcv_rc = lcv_run_{sfx}({kind}, &g, lcv_px, lcv_pw, lcv_py);
+        lcv_rc = lcv_run_{sfx}({kind}, &g, lcv_px, lcv_w, lcv_py);
         Py_END_ALLOW_THREADS
         if (lcv_rc) {{
             PyErr_NoMemory();
-            goto LCV_DONE;
+            goto LBN_DONE;
         }}
         {post}
-    }}
-    lcv_ok = 1;
-LCV_DONE:
-    Py_XDECREF(lcv_a);
-    Py_XDECREF(lcv_b);
-    free(lcv_w);
-    if (!lcv_ok) {{
-        {fail}
-    }}
-}}
-"""
-    return code.replace("LCV_DONE", f"lcv_done_{name}")
+    }}"""
+    release = ["Py_XDECREF(lcv_a);", "Py_XDECREF(lcv_b);", "free(lcv_w);"]
+    return c_common.guarded(name, fail, code, release)

@@ -23,9 +23,6 @@ array([3., 3., 3., 3.])
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import numpy as np
 import pytensor
 from pytensor.compile import optdb
@@ -44,9 +41,7 @@ __all__ = ["REWRITE_TAG", "ScipyDot22", "c_mode"]
 #: The tag that includes the rewrite: ``get_mode("C").including(REWRITE_TAG)``.
 REWRITE_TAG = "lasagne_bn_scipy_gemm"
 
-C_CODE_VERSION = (
-    hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + c_common.C_COMMON_VERSION
-)
+C_CODE_VERSION = c_common.code_version(__file__)
 
 
 class ScipyDot22(COp):

@@ -34,15 +34,11 @@ array([[4., 5.],
 from __future__ import annotations
 
 import ast
-import hashlib
-from pathlib import Path
 
 from lasagne_bn.ops.c import common as c_common
 
 #: Keys PyTensor's on-disk cache of compiled modules (this file and the shared plumbing).
-C_CODE_VERSION = (
-    hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + c_common.C_COMMON_VERSION
-)
+C_CODE_VERSION = c_common.code_version(__file__)
 
 #: The most pooled axes the C code handles.
 MAX_POOLED_AXES = 3
@@ -161,9 +157,7 @@ static void lpl_run_$S(int kind, const lpl_geom* g, const $T* x, const $T* maxv,
 
 def support_code() -> list[str]:
     """The C support code of the pooling Ops (one block per concern)."""
-    types = (("float", "f32"), ("double", "f64"))
-    kernels = "".join(_KERNELS.replace("$T", t).replace("$S", s) for t, s in types)
-    return [c_common.OUTPUT_SUPPORT, _COMMON + kernels]
+    return [c_common.OUTPUT_SUPPORT, _COMMON + c_common.per_type(_KERNELS)]
 
 
 # --------------------------------------------------------------------------
@@ -240,8 +234,6 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     kind_name = {1: "max_grad", 2: "max_grad_grad", 3: "average_grad"}.get(kind, "pool")
     if dynamic:
         kind_name = "dynamic"
-    props = repr(op._props_dict()).replace("\\", "\\\\").replace('"', '\\"')
-    raise_items = ", ".join(f"(PyObject*){v}" for v in all_inputs)
     if dynamic:
         ws_v, st_v, pad_v = windows
         window_code = f"""
@@ -276,14 +268,12 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
         args = "NULL, NULL, lpl_po, lpl_pg"
     # contiguous copies: a = x, b = maxout, c = the gradient input
     grad_in = None if kind == 0 else inputs[1] if kind == 3 else inputs[2]
-    code = f"""
-{{
-    lpl_geom g;
+    code = f"""lpl_geom g;
     npy_intp lpl_odims[{ndim}];
     PyArrayObject* lpl_a = NULL;
     PyArrayObject* lpl_b = NULL;
     PyArrayObject* lpl_c = NULL;
-    int lpl_ok = 0, lpl_bad = 0;
+    int lpl_bad = 0;
     memset(&g, 0, sizeof(g));
     {{
         const npy_intp ws[3] = {{{fill((1,) * nd if dynamic else op.ws, "1")}}};
@@ -316,18 +306,16 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
         lpl_odims[{lead - off} + i] = n;
     }}
     if (lpl_bad || {check}) {{
-        PyObject* lpl_in[{len(all_inputs)}] = {{{raise_items}}};
-        lbn_raise_from_python("lasagne_bn.ops.c.pool", "{kind_name}", "{props}", lpl_in,
-                              {len(all_inputs)});
+        {c_common.raise_code(__name__, kind_name, op._props_dict(), all_inputs)}
         {fail}
     }}
     lpl_a = (PyArrayObject*)PyArray_GETCONTIGUOUS({x});
-    if (lpl_a == NULL) goto LPL_DONE;
+    if (lpl_a == NULL) goto LBN_DONE;
     {"" if kind in (0, 3) else f"lpl_b = (PyArrayObject*)PyArray_GETCONTIGUOUS({inputs[1]});"}
-    {"" if kind in (0, 3) else "if (lpl_b == NULL) goto LPL_DONE;"}
+    {"" if kind in (0, 3) else "if (lpl_b == NULL) goto LBN_DONE;"}
     {"" if grad_in is None else f"lpl_c = (PyArrayObject*)PyArray_GETCONTIGUOUS({grad_in});"}
-    {"" if grad_in is None else "if (lpl_c == NULL) goto LPL_DONE;"}
-    if (lbn_prepare_output(&{out}, {ndim}, {out_dims}, {tnum})) goto LPL_DONE;
+    {"" if grad_in is None else "if (lpl_c == NULL) goto LBN_DONE;"}
+    if (lbn_prepare_output(&{out}, {ndim}, {out_dims}, {tnum})) goto LBN_DONE;
     {{
         const {ctype}* lpl_px = (const {ctype}*)PyArray_DATA(lpl_a);
         const {ctype}* lpl_pm = lpl_b ? (const {ctype}*)PyArray_DATA(lpl_b) : NULL;
@@ -340,15 +328,6 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
             lpl_run_{sfx}({kind}, &g, {args});
             Py_END_ALLOW_THREADS
         }}
-    }}
-    lpl_ok = 1;
-LPL_DONE:
-    Py_XDECREF(lpl_a);
-    Py_XDECREF(lpl_b);
-    Py_XDECREF(lpl_c);
-    if (!lpl_ok) {{
-        {fail}
-    }}
-}}
-"""
-    return code.replace("LPL_DONE", f"lpl_done_{name}")
+    }}"""
+    release = ["Py_XDECREF(lpl_a);", "Py_XDECREF(lpl_b);", "Py_XDECREF(lpl_c);"]
+    return c_common.guarded(name, fail, code, release)
