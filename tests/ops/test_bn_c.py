@@ -290,3 +290,51 @@ def test_float16_runs_perform_under_cvm_without_warning():
     got = fn(data, np.ones(2, "float32"))
     assert got[0].dtype == np.float16
     np.testing.assert_allclose(got[1], data.astype(np.float64).mean(0), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# threads: as many as the cores can give, the same bits however many
+
+
+def _spin(stop):
+    while not stop.is_set():
+        pass
+
+
+def test_busy_cores_change_no_result():
+    """A large call is split into the same pieces on a busy machine (fewer threads run them).
+
+    (64, 8, 32, 32): two pieces of 2 ** 18 elements, and two of the convolution's batch.
+    """
+    import multiprocessing
+    import os
+    import time
+
+    from lasagne_bn.ops.conv import conv2d
+
+    x, w = pt.tensor4("x", dtype="float32"), pt.tensor4("w", dtype="float32")
+    ones, zeros = pt.ones((1, 8, 1, 1), "float32"), pt.zeros((1, 8, 1, 1), "float32")
+    out, mean, invstd = batch_normalization_train(x, ones, zeros, axes="spatial")[:3]
+    conv = conv2d(x, w, border_mode="half")
+    fn = pytensor.function(
+        [x, w],
+        [out, mean, invstd, pytensor.grad((out**2).sum(), x), pytensor.grad((conv**2).sum(), w)],
+        mode="CVM",
+    )
+    r = np.random.RandomState(0)
+    args = ((r.randn(64, 8, 32, 32) * 3 + 5).astype("float32"), r.randn(8, 8, 3, 3).astype("f4"))
+    quiet = fn(*args)
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    procs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(os.cpu_count())]
+    for p in procs:
+        p.start()
+    try:
+        time.sleep(0.2)
+        busy = fn(*args)
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(5)
+    for a, b in zip(quiet, busy, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -15,11 +15,15 @@ numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`)
 - the elementwise passes compute in the input's precision (float32 on
   float32 input), one multiply-add per element.
 
-Large tensors are split over a few POSIX threads, started for the call and
-joined before it returns (no pool, so nothing spins between calls): one per
-``MIN_ELEMENTS_PER_THREAD`` elements, at most the CPUs in the process's
-affinity mask and at most 4; ``LASAGNE_BN_C_THREADS=n`` sets that limit
-instead (``1``: single-threaded).  It is read once per compiled module.
+Large tensors are split into pieces, one per ``MIN_ELEMENTS_PER_THREAD``
+elements, at most the CPUs in the process's affinity mask and at most 4
+(``LASAGNE_BN_C_THREADS=n`` sets that limit instead, ``1``: single-threaded;
+read once per compiled module).  The pieces run on POSIX threads started for
+the call and joined before it returns (no pool, so nothing spins between
+calls), as many as the cores can give now: when other processes keep our
+CPUs busy (``/proc/loadavg``'s runnable tasks), fewer threads run the same
+pieces, so a call never waits a time slice for a busy core and its result
+is the same bits however loaded the machine is.
 
 float16 has no C code here: ``c_code`` raises ``NotImplementedError`` and
 PyTensor's ``CVM`` runs the NumPy ``perform`` for that node instead (mode
@@ -331,10 +335,9 @@ static void lbn_run_task(lbn_task* t)
     else lbn_task_f64(t);
 }
 
-static void* lbn_thread_main(void* arg)
+static void lbn_run_piece(void* tasks, int i)
 {
-    lbn_run_task((lbn_task*)arg);
-    return NULL;
+    lbn_run_task((lbn_task*)tasks + i);
 }
 
 /* Run `proto` over rows [0, rows) in up to `max_threads` pieces (one per
@@ -352,8 +355,6 @@ static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int m
     if (n > rows) n = (int)rows;
     if (n < 1) n = 1;
     lbn_task tasks[16];
-    pthread_t ids[16];
-    int started[16];
     double* partial = NULL;
     const npy_intp C = proto->C;
     if (reduce && n > 1) {
@@ -369,13 +370,7 @@ static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int m
             tasks[i].s2 = i == 0 ? s2 : partial + (2 * (i - 1) + 1) * C;
         }
     }
-    for (int i = 1; i < n; ++i)
-        started[i] = pthread_create(&ids[i], NULL, lbn_thread_main, &tasks[i]) == 0;
-    lbn_run_task(&tasks[0]);
-    for (int i = 1; i < n; ++i) {
-        if (started[i]) pthread_join(ids[i], NULL);
-        else lbn_run_task(&tasks[i]);
-    }
+    lbn_run_pieces(lbn_run_piece, tasks, n);
     if (partial != NULL) {
         for (int i = 1; i < n; ++i)
             for (npy_intp c = 0; c < C; ++c) {

@@ -9,9 +9,11 @@ is defined once, where copies under one name would collide.
 - :data:`OUTPUT_SUPPORT`: output allocation (``lbn_prepare_output``) and
   ``lbn_raise_from_python``, which raises a Python module's error (the
   NumPy reference's own message) from C;
-- :data:`THREADS_SUPPORT`: ``lbn_max_threads()``, how many threads one call
-  may start (``LASAGNE_BN_C_THREADS``, else the CPUs of the process's
-  affinity mask, at most 4);
+- :data:`THREADS_SUPPORT`: ``lbn_max_threads()``, how many pieces one call
+  splits a large tensor into (``LASAGNE_BN_C_THREADS``, else the CPUs of
+  the process's affinity mask, at most 4), and ``lbn_run_pieces``, which
+  runs them on as many threads as the cores can give now (fewer when other
+  processes keep them busy, as the Numba kernels do);
 - :data:`BLAS_SUPPORT`: single and double precision GEMM, row-major, through
   the function pointers SciPy exports (``scipy.linalg.cython_blas``): no
   BLAS is linked, so the C code works wherever SciPy does, even where
@@ -114,26 +116,128 @@ THREADS_SUPPORT = r"""
 #include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 
-/* Threads one large tensor may use: LASAGNE_BN_C_THREADS, else the CPUs in
-   this process's affinity mask, at most 4 (read once per compiled module). */
+/* LASAGNE_BN_C_THREADS when set (a fixed count), else 0 (read once). */
+static int lbn_fixed_threads(void)
+{
+    static int n = -1;
+    if (n < 0) {
+        const char* env = getenv("LASAGNE_BN_C_THREADS");
+        n = (env != NULL && env[0] != '\0') ? atoi(env) : 0;
+        if (n < 0) n = 0;
+    }
+    return n;
+}
+
+/* CPUs in this process's affinity mask (at least 1). */
+static int lbn_affinity_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+    return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
+
+/* How many pieces one large tensor is split into: LASAGNE_BN_C_THREADS, else
+   the CPUs in this process's affinity mask, at most 4 (read once per
+   compiled module).  The pieces do not depend on the machine's load, so
+   results do not either: lbn_run_pieces decides how many threads run them. */
 static int lbn_max_threads(void)
 {
     static int n = 0;
     if (n == 0) {
-        int want = 0;
-        const char* env = getenv("LASAGNE_BN_C_THREADS");
-        if (env != NULL && env[0] != '\0') want = atoi(env);
+        int want = lbn_fixed_threads();
         if (want < 1) {
-            cpu_set_t set;
-            want = 1;
-            if (sched_getaffinity(0, sizeof(set), &set) == 0) want = CPU_COUNT(&set);
+            want = lbn_affinity_cpus();
             if (want > 4) want = 4;
-            if (want < 1) want = 1;
         }
         n = want;
     }
     return n;
+}
+
+/* Tasks runnable on the machine now (4th field of /proc/loadavg, "3/176"
+   -> 3), read at most once a millisecond; -1 if unknown. */
+static long lbn_runnable_tasks(void)
+{
+    static long seen = -1;
+    static long long seen_at = 0;
+    struct timespec ts;
+    long long now = 0;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+        now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    if (now != 0 && seen_at != 0 && now - seen_at < 1000000LL) return seen;
+    char buf[128];
+    long value = -1;
+    int fd = open("/proc/loadavg", O_RDONLY);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        int i = 0, spaces = 0;
+        while (i < n && spaces < 3) { if (buf[i] == ' ') ++spaces; ++i; }
+        while (i < n && buf[i] >= '0' && buf[i] <= '9') {
+            value = (value < 0 ? 0 : value * 10) + (buf[i] - '0');
+            ++i;
+        }
+    }
+    seen = value;
+    seen_at = now;
+    return value;
+}
+
+/* Threads to run `pieces` pieces on now: fewer when other tasks are runnable
+   on our CPUs (the rule of lasagne_bn/ops/numba/threads.py: a thread that
+   waits a time slice for a busy core turns a millisecond call into tens),
+   all of them when LASAGNE_BN_C_THREADS fixes the count. */
+static int lbn_threads_now(int pieces)
+{
+    if (pieces <= 1 || lbn_fixed_threads() > 0) return pieces < 1 ? 1 : pieces;
+    long others = lbn_runnable_tasks() - 1;  /* this thread is runnable too */
+    if (others <= 0) return pieces;
+    long cpus = lbn_affinity_cpus();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0 && cpus < online) others = (others * cpus + online - 1) / online;
+    long n = cpus - others;
+    if (n > pieces) n = pieces;
+    return n < 1 ? 1 : (int)n;
+}
+
+/* Pieces [first, n) in steps of `step`, one worker's share. */
+typedef void (*lbn_piece_fn)(void* pieces, int i);
+typedef struct {
+    lbn_piece_fn run;
+    void* pieces;
+    int first, step, n;
+} lbn_worker;
+
+static void* lbn_worker_main(void* arg)
+{
+    const lbn_worker* w = (const lbn_worker*)arg;
+    for (int i = w->first; i < w->n; i += w->step) w->run(w->pieces, i);
+    return NULL;
+}
+
+/* Run pieces 0..n-1 (n <= 16), the caller taking the first worker's share,
+   on threads started for this call (none spin between calls); a thread that
+   cannot be started has its share run inline. */
+static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
+{
+    int workers = lbn_threads_now(n);
+    lbn_worker w[16];
+    pthread_t ids[16];
+    int started[16];
+    for (int j = 0; j < workers; ++j) {
+        w[j].run = run; w[j].pieces = pieces; w[j].first = j; w[j].step = workers; w[j].n = n;
+    }
+    for (int j = 1; j < workers; ++j)
+        started[j] = pthread_create(&ids[j], NULL, lbn_worker_main, &w[j]) == 0;
+    lbn_worker_main(&w[0]);
+    for (int j = 1; j < workers; ++j) {
+        if (started[j]) pthread_join(ids[j], NULL);
+        else lbn_worker_main(&w[j]);
+    }
 }
 """
 

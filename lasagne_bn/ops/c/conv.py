@@ -143,18 +143,18 @@ static void lcv_task_$S(lcv_task* t)
     free(col);
 }
 
-static void* lcv_thread_$S(void* arg)
+static void lcv_piece_$S(void* tasks, int i)
 {
-    lcv_task_$S((lcv_task*)arg);
-    return NULL;
+    lcv_task_$S((lcv_task*)tasks + i);
 }
 
 /* kind 0: out = conv(x, w); 1: x = grad wrt inputs of (w, y); 2: w = grad wrt
    filters of (x, y).  Arrays are C-contiguous; w is already oriented for 0/1
-   and receives the oriented gradient for 2.  The batch is split over up to
-   lbn_max_threads() threads when OpenBLAS runs every GEMM call on its
-   caller's thread (see lbn_gemm_cols_single); else one thread makes whole
-   GEMM calls and OpenBLAS splits them.  Returns -1 on no memory. */
+   and receives the oriented gradient for 2.  The batch is split into up to
+   lbn_max_threads() pieces, run by lbn_run_pieces, when OpenBLAS runs every
+   GEMM call on its caller's thread (see lbn_gemm_cols_single); else one
+   thread makes whole GEMM calls and OpenBLAS splits them.  Returns -1 on
+   no memory. */
 static int lcv_run_$S(int kind, const lcv_geom* g, $T* x, $T* w, $T* y)
 {
     const npy_intp Cg = g->C / g->G, Fg = g->F / g->G;
@@ -171,8 +171,6 @@ static int lcv_run_$S(int kind, const lcv_geom* g, $T* x, $T* w, $T* y)
         n = (int)((double)g->N * (double)P * (double)W / LCV_MIN_MACS_PER_THREAD);
     if (n < 1) n = 1;
     lcv_task tasks[16];
-    pthread_t ids[16];
-    int started[16];
     $T* partial = NULL;
     if (kind == 2 && n > 1) {
         partial = ($T*)malloc((size_t)((n - 1) * W + 1) * sizeof($T));
@@ -188,15 +186,9 @@ static int lcv_run_$S(int kind, const lcv_geom* g, $T* x, $T* w, $T* y)
         t->n1 = g->N * (i + 1) / n;
         t->dw = i == 0 ? (void*)w : (void*)(partial + (i - 1) * W);
     }
-    for (int i = 1; i < n; ++i)
-        started[i] = pthread_create(&ids[i], NULL, lcv_thread_$S, &tasks[i]) == 0;
-    lcv_task_$S(&tasks[0]);
-    int err = tasks[0].err;
-    for (int i = 1; i < n; ++i) {
-        if (started[i]) pthread_join(ids[i], NULL);
-        else lcv_task_$S(&tasks[i]);
-        err |= tasks[i].err;
-    }
+    lbn_run_pieces(lcv_piece_$S, tasks, n);
+    int err = 0;
+    for (int i = 0; i < n; ++i) err |= tasks[i].err;
     if (partial != NULL) {
         for (int i = 1; i < n; ++i) {
             const $T* p = partial + (i - 1) * W;
