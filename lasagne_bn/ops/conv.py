@@ -51,7 +51,7 @@ from pytensor.tensor.type import TensorType
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.c import conv as conv_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
-from lasagne_bn.ops.rewrites import ensure_registered
+from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
 from lasagne_bn.ops.validation import check_float
 
 BORDER_STRINGS = ("valid", "full", "half")
@@ -526,7 +526,7 @@ def _layout(kind: str, n: int) -> str:
     return f"(batch, channels, {spatial})"
 
 
-class _ConvOp(COp):
+class _ConvOp(RegisteredOnUnpickle, COp):
     """Shared parameters of the convolution Ops; ``convdim`` is set by each subclass.
 
     Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.c.conv`;
@@ -536,15 +536,7 @@ class _ConvOp(COp):
     __props__ = ("border_mode", "subsample", "filter_flip", "filter_dilation", "num_groups")
     convdim: int = 0  # number of spatial axes
     kind: int = 0  # 0 forward, 1 input gradient, 2 filter gradient
-
-    def __setstate__(self, state):
-        # An unpickled graph (a pickled function) calls no make_node.
-        ensure_registered("conv")
-        parent = getattr(super(), "__setstate__", None)
-        if parent is None:
-            self.__dict__.update(state)
-        else:
-            parent(state)
+    rewrite_group = "conv"
 
     def __init__(
         self,
