@@ -399,6 +399,12 @@ class _MaxPoolGradOp(_PoolOp):
     each window's first maximum.
     """
 
+    def _as_inputs(self, x, maxout, g):
+        ensure_registered("pool")  # our rewrites, once per process
+        x, maxout, g = (pt.as_tensor_variable(v) for v in (x, maxout, g))
+        _check_input(x, self.nd)
+        return x, pt.cast(maxout, x.type.dtype), pt.cast(g, x.type.dtype)
+
     def pullback(self, inputs, outputs, cotangents):
         x, maxout, _ = inputs
         (g,) = cotangents
@@ -416,12 +422,8 @@ class MaxPoolGrad(_MaxPoolGradOp):
     np_impl = staticmethod(np_max_pool_grad)
 
     def make_node(self, x, maxout, gz):
-        ensure_registered("pool")  # our rewrites, once per process
-        x, maxout, gz = (pt.as_tensor_variable(v) for v in (x, maxout, gz))
-        _check_input(x, self.nd)
+        x, maxout, gz = self._as_inputs(x, maxout, gz)
         ref = self.out_type(x)
-        gz = pt.cast(gz, x.type.dtype)
-        maxout = pt.cast(maxout, x.type.dtype)
         for v, name in ((maxout, "maxout"), (gz, "output gradient")):
             if v.type.ndim != x.type.ndim:
                 raise TypeError(f"{name} has ndim={v.type.ndim}; expected {x.type.ndim}")
@@ -443,11 +445,7 @@ class MaxPoolGradGrad(_MaxPoolGradOp):
     np_impl = staticmethod(np_max_pool_grad_grad)
 
     def make_node(self, x, maxout, ggx):
-        ensure_registered("pool")  # our rewrites, once per process
-        x, maxout, ggx = (pt.as_tensor_variable(v) for v in (x, maxout, ggx))
-        _check_input(x, self.nd)
-        maxout = pt.cast(maxout, x.type.dtype)
-        ggx = pt.cast(ggx, x.type.dtype)
+        x, maxout, ggx = self._as_inputs(x, maxout, ggx)
         if ggx.type.ndim != x.type.ndim or maxout.type.ndim != x.type.ndim:
             raise TypeError("maxout and the second-order gradient must have the input's ndim")
         return Apply(self, [x, maxout, ggx], [self.out_type(x)()])
