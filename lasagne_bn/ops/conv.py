@@ -847,32 +847,30 @@ def _conv_nd(n, input, filters, input_shape, filter_shape, kwargs):
     return op(input, filters)
 
 
-def _grad_inputs_nd(n, output_grad, filters, input_shape, filter_shape, kwargs):
-    op = FAMILIES[n][1](**kwargs)
-    if input_shape is None or len(input_shape) != n + 2:
+#: gradient Op kind -> (its result's shape argument, the known operand's, the leading axes)
+_GRAD_ARGS = {
+    1: ("input_shape", "filter_shape", "batch, channels"),
+    2: ("filter_shape", "input_shape", "out channels, channels"),
+}
+
+
+def _grad_nd(kind, n, known, output_grad, shape, known_shape, kwargs):
+    """Gradient Op ``kind`` (1 inputs, 2 filters) of ``n`` axes on ``(known, output_grad)``.
+
+    ``shape`` is the result's shape (required), ``known_shape`` a hint for ``known``.
+    """
+    op = FAMILIES[n][kind](**kwargs)
+    name, known_name, lead = _GRAD_ARGS[kind]
+    if shape is None or len(shape) != n + 2:
         raise ValueError(
-            f"input_shape={input_shape!r}: expected {n + 2} entries (batch, channels, "
+            f"{name}={shape!r}: expected {n + 2} entries ({lead}, "
             f"{_spatial_names(n)}); the {n} spatial sizes are required"
         )
-    filters = _apply_shape_hint(_as_nd(filters, "filters", n), filter_shape, "filter_shape", n + 2)
+    known = _apply_shape_hint(_as_nd(known, op.known, n), known_shape, known_name, n + 2)
     output_grad = _as_nd(output_grad, "output_grad", n)
-    out = op(filters, output_grad, list(input_shape[2:]))
-    hint = [v if _is_int(v) else None for v in input_shape]
-    return _apply_shape_hint(out, hint, "input_shape", n + 2)
-
-
-def _grad_weights_nd(n, input, output_grad, filter_shape, input_shape, kwargs):
-    op = FAMILIES[n][2](**kwargs)
-    if filter_shape is None or len(filter_shape) != n + 2:
-        raise ValueError(
-            f"filter_shape={filter_shape!r}: expected {n + 2} entries (out channels, "
-            f"channels, {_spatial_names(n)}); the {n} spatial sizes are required"
-        )
-    input = _apply_shape_hint(_as_nd(input, "input", n), input_shape, "input_shape", n + 2)
-    output_grad = _as_nd(output_grad, "output_grad", n)
-    out = op(input, output_grad, list(filter_shape[2:]))
-    hint = [v if _is_int(v) else None for v in filter_shape]
-    return _apply_shape_hint(out, hint, "filter_shape", n + 2)
+    out = op(known, output_grad, list(shape[2:]))
+    hint = [v if _is_int(v) else None for v in shape]
+    return _apply_shape_hint(out, hint, name, n + 2)
 
 
 def _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups) -> dict:
@@ -941,7 +939,7 @@ def conv2d_grad_wrt_inputs(
     first two may be ``None``.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_inputs_nd(2, output_grad, filters, input_shape, filter_shape, kw)
+    return _grad_nd(1, 2, filters, output_grad, input_shape, filter_shape, kw)
 
 
 def conv2d_grad_wrt_weights(
@@ -960,7 +958,7 @@ def conv2d_grad_wrt_weights(
     ``filter_shape`` has 4 entries; the last two (rows, cols) are required.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_weights_nd(2, input, output_grad, filter_shape, input_shape, kw)
+    return _grad_nd(2, 2, input, output_grad, filter_shape, input_shape, kw)
 
 
 def conv3d(
@@ -1008,7 +1006,7 @@ def conv3d_grad_wrt_inputs(
     required (ints or int scalars), the first two may be ``None``.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_inputs_nd(3, output_grad, filters, input_shape, filter_shape, kw)
+    return _grad_nd(1, 3, filters, output_grad, input_shape, filter_shape, kw)
 
 
 def conv3d_grad_wrt_weights(
@@ -1028,7 +1026,7 @@ def conv3d_grad_wrt_weights(
     required.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_weights_nd(3, input, output_grad, filter_shape, input_shape, kw)
+    return _grad_nd(2, 3, input, output_grad, filter_shape, input_shape, kw)
 
 
 def _border_1d(border_mode):
