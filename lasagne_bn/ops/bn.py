@@ -36,7 +36,7 @@ from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.c import bn as bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
-from lasagne_bn.ops.rewrites import ensure_registered
+from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
 from lasagne_bn.ops.validation import (
     EPSILON,
     RUNNING_AVERAGE_FACTOR,
@@ -340,21 +340,14 @@ def np_apply(x, gamma, beta, mean, std, dtype):
     return out
 
 
-class BatchNormCOp(COp):
+class BatchNormCOp(RegisteredOnUnpickle, COp):
     """Shared C plumbing of the batch-norm Ops (code in :mod:`lasagne_bn.ops.c.bn`).
 
     float16 nodes have no C code (``NotImplementedError``): ``CVM`` runs
     their ``perform``.
     """
 
-    def __setstate__(self, state):
-        # An unpickled graph (a pickled function) calls no make_node.
-        ensure_registered("bn")
-        parent = getattr(super(), "__setstate__", None)
-        if parent is None:
-            self.__dict__.update(state)
-        else:
-            parent(state)
+    rewrite_group = "bn"
 
     def c_support_code(self, **kwargs):
         return bn_c.support_code()

@@ -51,7 +51,7 @@ from pytensor.tensor.type import TensorType
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.c import conv as conv_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
-from lasagne_bn.ops.rewrites import ensure_registered
+from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
 from lasagne_bn.ops.validation import check_float
 
 BORDER_STRINGS = ("valid", "full", "half")
@@ -526,7 +526,7 @@ def _layout(kind: str, n: int) -> str:
     return f"(batch, channels, {spatial})"
 
 
-class _ConvOp(COp):
+class _ConvOp(RegisteredOnUnpickle, COp):
     """Shared parameters of the convolution Ops; ``convdim`` is set by each subclass.
 
     Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.c.conv`;
@@ -536,15 +536,7 @@ class _ConvOp(COp):
     __props__ = ("border_mode", "subsample", "filter_flip", "filter_dilation", "num_groups")
     convdim: int = 0  # number of spatial axes
     kind: int = 0  # 0 forward, 1 input gradient, 2 filter gradient
-
-    def __setstate__(self, state):
-        # An unpickled graph (a pickled function) calls no make_node.
-        ensure_registered("conv")
-        parent = getattr(super(), "__setstate__", None)
-        if parent is None:
-            self.__dict__.update(state)
-        else:
-            parent(state)
+    rewrite_group = "conv"
 
     def __init__(
         self,
@@ -670,7 +662,64 @@ def _like(var: Variable, ref: Variable) -> Variable:
     return pt.specify_shape(pt.cast(var, ref.type.dtype), ref.type.shape)
 
 
-class ConvGradInputs(_ConvOp):
+class _ConvGradOp(_ConvOp):
+    """The two gradient Ops: ``(known, topgrad, shape) -> the other operand of Conv``.
+
+    ``known`` is the operand the gradient is not taken for (the filters,
+    or the input), ``shape`` the result's spatial shape.  Each is linear in
+    ``known`` and in ``topgrad``, so their gradients are the other gradient
+    Op and the forward convolution.
+    """
+
+    wrt: str  # "inputs" or "weights"
+    known: str  # the argument name of ``known``
+    shape_name: str  # the argument name of ``shape``
+
+    def make_node(self, known, topgrad, shape):
+        ensure_registered("conv")  # our rewrites, once per process
+        n = self.convdim
+        where = f"conv{n}d_grad_wrt_{self.wrt}"
+        known, topgrad = _as_float_pair(known, topgrad, self.known, "output_grad")
+        _check_ndim(known, self.known, n + 2, _layout(self.known, n))
+        _check_ndim(topgrad, "output_grad", n + 2, _layout("output_grad", n))
+        shape = _as_shape_input(shape, self.shape_name, n)
+        out_shape = self._out_shape(known.type.shape, topgrad.type.shape, static_ints(shape, n))
+        img, kern = self._forward_order(out_shape, known.type.shape)
+        check_static_conv(self.params, img, kern, topgrad.type.shape, where)
+        out = TensorType(topgrad.type.dtype, shape=out_shape)
+        return Apply(self, [known, topgrad, shape], [out()])
+
+    def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
+        output_storage[0][0] = self.np_impl(*inputs, self.params)
+
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
+        known, top, _ = shapes
+        channels = known[1] if self.num_groups == 1 else None
+        # topgrad's batch (input gradient) or out channels (filter gradient)
+        out = (top[self.kind - 1], channels) + (None,) * self.convdim
+        return [static_or(node.outputs[0], out)]
+
+    def connection_pattern(self, node):
+        return [[True], [True], [False]]
+
+    def _forward_order(self, result, known):
+        """``(img, kern)`` from the result of this Op and its ``known`` operand."""
+        return (result, known) if self.kind == 1 else (known, result)
+
+    def pullback(self, inputs, outputs, cotangents):
+        known, top, _ = inputs
+        (g,) = cotangents
+        if _disconnected(g):
+            return [disconnected_type()] * 3
+        d_known = self.sibling(KINDS[3 - self.kind])(g, top, spatial_shape(known))  # the other
+        d_top = self.sibling("forward")(*self._forward_order(g, known))
+        return [_like(d_known, known), _like(d_top, top), disconnected_type()]
+
+
+class ConvGradInputs(_ConvGradOp):
     """Gradient of :class:`Conv` w.r.t. its input: ``(kern, topgrad, shape) -> img``.
 
     ``shape`` is the input's spatial shape (``convdim`` sizes): with a
@@ -679,96 +728,32 @@ class ConvGradInputs(_ConvOp):
     """
 
     kind = 1
+    wrt = "inputs"
+    known = "filters"
+    shape_name = "input_shape[2:]"
+    np_impl = staticmethod(np_conv_grad_inputs)
 
-    def make_node(self, kern, topgrad, shape):
-        ensure_registered("conv")  # our rewrites, once per process
-        n = self.convdim
-        where = f"conv{n}d_grad_wrt_inputs"
-        kern, topgrad = _as_float_pair(kern, topgrad, "filters", "output_grad")
-        _check_ndim(kern, "filters", n + 2, _layout("filters", n))
-        _check_ndim(topgrad, "output_grad", n + 2, _layout("output_grad", n))
-        shape = _as_shape_input(shape, "input_shape[2:]", n)
-        spatial = static_ints(shape, n)
-        g = self.num_groups
-        c = kern.type.shape[1] * g if kern.type.shape[1] is not None else None
-        img_shape = (topgrad.type.shape[0], c, *spatial)
-        check_static_conv(self.params, img_shape, kern.type.shape, topgrad.type.shape, where)
-        out = TensorType(topgrad.type.dtype, shape=img_shape)
-        return Apply(self, [kern, topgrad, shape], [out()])
-
-    def perform(self, node, inputs, output_storage):
-        if compiled_perform(node, inputs, output_storage):
-            return
-        w, dy, shape = inputs
-        output_storage[0][0] = np_conv_grad_inputs(w, dy, shape, self.params)
-
-    @compatible_infer_shape
-    def infer_shape(self, node, shapes):
-        kshp, tshp, _ = shapes
-        channels = kshp[1] if self.num_groups == 1 else None
-        return [static_or(node.outputs[0], (tshp[0], channels) + (None,) * self.convdim)]
-
-    def connection_pattern(self, node):
-        return [[True], [True], [False]]
-
-    def pullback(self, inputs, outputs, cotangents):
-        kern, top, _ = inputs
-        (g,) = cotangents
-        if _disconnected(g):
-            return [disconnected_type()] * 3
-        d_kern = self.sibling("grad_weights")(g, top, spatial_shape(kern))
-        d_top = self.sibling("forward")(g, kern)
-        return [_like(d_kern, kern), _like(d_top, top), disconnected_type()]
+    def _out_shape(self, kern, top, spatial):
+        c = kern[1] * self.num_groups if kern[1] is not None else None
+        return (top[0], c, *spatial)
 
 
-class ConvGradWeights(_ConvOp):
+class ConvGradWeights(_ConvGradOp):
     """Gradient of :class:`Conv` w.r.t. its filters: ``(img, topgrad, shape) -> kern``.
 
     ``shape`` is the filters' spatial shape (``convdim`` sizes).
     """
 
     kind = 2
+    wrt = "weights"
+    known = "input"
+    shape_name = "filter_shape[2:]"
+    np_impl = staticmethod(np_conv_grad_weights)
 
-    def make_node(self, img, topgrad, shape):
-        ensure_registered("conv")  # our rewrites, once per process
-        n = self.convdim
-        where = f"conv{n}d_grad_wrt_weights"
-        img, topgrad = _as_float_pair(img, topgrad, "input", "output_grad")
-        _check_ndim(img, "input", n + 2, _layout("input", n))
-        _check_ndim(topgrad, "output_grad", n + 2, _layout("output_grad", n))
-        shape = _as_shape_input(shape, "filter_shape[2:]", n)
-        kernel = static_ints(shape, n)
-        g = self.num_groups
-        c = img.type.shape[1]
+    def _out_shape(self, img, top, kernel):
+        g, c = self.num_groups, img[1]
         cg = c // g if c is not None and c % g == 0 else None
-        kern_shape = (topgrad.type.shape[1], cg, *kernel)
-        check_static_conv(self.params, img.type.shape, kern_shape, topgrad.type.shape, where)
-        out = TensorType(img.type.dtype, shape=kern_shape)
-        return Apply(self, [img, topgrad, shape], [out()])
-
-    def perform(self, node, inputs, output_storage):
-        if compiled_perform(node, inputs, output_storage):
-            return
-        x, dy, shape = inputs
-        output_storage[0][0] = np_conv_grad_weights(x, dy, shape, self.params)
-
-    @compatible_infer_shape
-    def infer_shape(self, node, shapes):
-        ishp, tshp, _ = shapes
-        channels = ishp[1] if self.num_groups == 1 else None
-        return [static_or(node.outputs[0], (tshp[1], channels) + (None,) * self.convdim)]
-
-    def connection_pattern(self, node):
-        return [[True], [True], [False]]
-
-    def pullback(self, inputs, outputs, cotangents):
-        img, top, _ = inputs
-        (g,) = cotangents
-        if _disconnected(g):
-            return [disconnected_type()] * 3
-        d_img = self.sibling("grad_inputs")(g, top, spatial_shape(img))
-        d_top = self.sibling("forward")(img, g)
-        return [_like(d_img, img), _like(d_top, top), disconnected_type()]
+        return (top[1], cg, *kernel)
 
 
 class Conv2d(Conv):
@@ -862,32 +847,30 @@ def _conv_nd(n, input, filters, input_shape, filter_shape, kwargs):
     return op(input, filters)
 
 
-def _grad_inputs_nd(n, output_grad, filters, input_shape, filter_shape, kwargs):
-    op = FAMILIES[n][1](**kwargs)
-    if input_shape is None or len(input_shape) != n + 2:
+#: gradient Op kind -> (its result's shape argument, the known operand's, the leading axes)
+_GRAD_ARGS = {
+    1: ("input_shape", "filter_shape", "batch, channels"),
+    2: ("filter_shape", "input_shape", "out channels, channels"),
+}
+
+
+def _grad_nd(kind, n, known, output_grad, shape, known_shape, kwargs):
+    """Gradient Op ``kind`` (1 inputs, 2 filters) of ``n`` axes on ``(known, output_grad)``.
+
+    ``shape`` is the result's shape (required), ``known_shape`` a hint for ``known``.
+    """
+    op = FAMILIES[n][kind](**kwargs)
+    name, known_name, lead = _GRAD_ARGS[kind]
+    if shape is None or len(shape) != n + 2:
         raise ValueError(
-            f"input_shape={input_shape!r}: expected {n + 2} entries (batch, channels, "
+            f"{name}={shape!r}: expected {n + 2} entries ({lead}, "
             f"{_spatial_names(n)}); the {n} spatial sizes are required"
         )
-    filters = _apply_shape_hint(_as_nd(filters, "filters", n), filter_shape, "filter_shape", n + 2)
+    known = _apply_shape_hint(_as_nd(known, op.known, n), known_shape, known_name, n + 2)
     output_grad = _as_nd(output_grad, "output_grad", n)
-    out = op(filters, output_grad, list(input_shape[2:]))
-    hint = [v if _is_int(v) else None for v in input_shape]
-    return _apply_shape_hint(out, hint, "input_shape", n + 2)
-
-
-def _grad_weights_nd(n, input, output_grad, filter_shape, input_shape, kwargs):
-    op = FAMILIES[n][2](**kwargs)
-    if filter_shape is None or len(filter_shape) != n + 2:
-        raise ValueError(
-            f"filter_shape={filter_shape!r}: expected {n + 2} entries (out channels, "
-            f"channels, {_spatial_names(n)}); the {n} spatial sizes are required"
-        )
-    input = _apply_shape_hint(_as_nd(input, "input", n), input_shape, "input_shape", n + 2)
-    output_grad = _as_nd(output_grad, "output_grad", n)
-    out = op(input, output_grad, list(filter_shape[2:]))
-    hint = [v if _is_int(v) else None for v in filter_shape]
-    return _apply_shape_hint(out, hint, "filter_shape", n + 2)
+    out = op(known, output_grad, list(shape[2:]))
+    hint = [v if _is_int(v) else None for v in shape]
+    return _apply_shape_hint(out, hint, name, n + 2)
 
 
 def _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups) -> dict:
@@ -956,7 +939,7 @@ def conv2d_grad_wrt_inputs(
     first two may be ``None``.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_inputs_nd(2, output_grad, filters, input_shape, filter_shape, kw)
+    return _grad_nd(1, 2, filters, output_grad, input_shape, filter_shape, kw)
 
 
 def conv2d_grad_wrt_weights(
@@ -975,7 +958,7 @@ def conv2d_grad_wrt_weights(
     ``filter_shape`` has 4 entries; the last two (rows, cols) are required.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_weights_nd(2, input, output_grad, filter_shape, input_shape, kw)
+    return _grad_nd(2, 2, input, output_grad, filter_shape, input_shape, kw)
 
 
 def conv3d(
@@ -1023,7 +1006,7 @@ def conv3d_grad_wrt_inputs(
     required (ints or int scalars), the first two may be ``None``.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_inputs_nd(3, output_grad, filters, input_shape, filter_shape, kw)
+    return _grad_nd(1, 3, filters, output_grad, input_shape, filter_shape, kw)
 
 
 def conv3d_grad_wrt_weights(
@@ -1043,7 +1026,7 @@ def conv3d_grad_wrt_weights(
     required.
     """
     kw = _kwargs(border_mode, subsample, filter_flip, filter_dilation, num_groups)
-    return _grad_weights_nd(3, input, output_grad, filter_shape, input_shape, kw)
+    return _grad_nd(2, 3, input, output_grad, filter_shape, input_shape, kw)
 
 
 def _border_1d(border_mode):

@@ -39,7 +39,7 @@ import warnings
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.gradient import DisconnectedType, disconnected_type
+from pytensor.gradient import disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.link.c.op import COp
 from pytensor.tensor.type import TensorType, integer_dtypes
@@ -47,8 +47,8 @@ from pytensor.tensor.type import TensorType, integer_dtypes
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.c import pool as pool_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
-from lasagne_bn.ops.conv import as_int_tuple, static_or
-from lasagne_bn.ops.rewrites import ensure_registered
+from lasagne_bn.ops.conv import _disconnected, as_int_tuple, static_or
+from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
 from lasagne_bn.ops.validation import check_float
 
 POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
@@ -302,8 +302,10 @@ def np_average_pool_grad(x_shape, gz, p: PoolParams, dtype) -> np.ndarray:
 # Ops with static windows
 
 
-class _PoolCCode(COp):
+class _PoolCCode(RegisteredOnUnpickle, COp):
     """The C code of every pooling Op (:mod:`lasagne_bn.ops.c.pool`)."""
+
+    rewrite_group = "pool"
 
     def c_support_code(self, **kwargs):
         return pool_c.support_code()
@@ -327,15 +329,7 @@ class _PoolOp(_PoolCCode):
     __props__ = ("ws", "stride", "pad", "ignore_border", "mode")
     _label = "Pool{}d"  # the printed name, by the number of pooled axes
     c_kind = 0  # what c/pool.py computes: 0 pool, 1 max grad, 2 max grad grad, 3 average grad
-
-    def __setstate__(self, state):
-        # An unpickled graph (a pickled function) calls no make_node.
-        ensure_registered("pool")
-        parent = getattr(super(), "__setstate__", None)
-        if parent is None:
-            self.__dict__.update(state)
-        else:
-            parent(state)
+    np_impl = staticmethod(np_pool)  # the NumPy reference: ``np_impl(*inputs, params)``
 
     def __init__(self, ws, stride=None, pad=None, ignore_border=True, mode="max"):
         p = PoolParams(ws, stride, pad, ignore_border, mode)
@@ -356,7 +350,7 @@ class _PoolOp(_PoolCCode):
 
     def sibling(self, cls, **changes):
         props = self._props_dict() | changes
-        if cls is MaxPoolGrad or cls is MaxPoolGradGrad:
+        if issubclass(cls, _MaxPoolGradOp):
             props["mode"] = "max"
         return cls(**props)
 
@@ -364,13 +358,14 @@ class _PoolOp(_PoolCCode):
         shape = pool_output_shape(x.type.shape, self.ws, self.stride, self.pad, self.ignore_border)
         return TensorType(x.type.dtype, shape=shape)
 
+    def perform(self, node, inputs, output_storage):
+        if compiled_perform(node, inputs, output_storage):
+            return
+        output_storage[0][0] = self.np_impl(*inputs, self.params)
+
 
 def _zero_grad_like(var):
     return pt.zeros_like(var)
-
-
-def _disconnected(g) -> bool:
-    return g is None or isinstance(g.type, DisconnectedType)
 
 
 class Pool(_PoolOp):
@@ -381,11 +376,6 @@ class Pool(_PoolOp):
         x = pt.as_tensor_variable(x)
         _check_input(x, self.nd)
         return Apply(self, [x], [self.out_type(x)()])
-
-    def perform(self, node, inputs, output_storage):
-        if compiled_perform(node, inputs, output_storage):
-            return
-        output_storage[0][0] = np_pool(inputs[0], self.params)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
@@ -401,19 +391,39 @@ class Pool(_PoolOp):
         return [self.sibling(AveragePoolGrad)(x, gz)]
 
 
-class MaxPoolGrad(_PoolOp):
+class _MaxPoolGradOp(_PoolOp):
+    """``(x, maxout, g)``: :class:`MaxPoolGrad` and :class:`MaxPoolGradGrad`.
+
+    Both are linear in ``g`` and each is the other's transpose, so each
+    one's gradient w.r.t. ``g`` is the other; ``x`` and ``maxout`` only pick
+    each window's first maximum.
+    """
+
+    def _as_inputs(self, x, maxout, g):
+        ensure_registered("pool")  # our rewrites, once per process
+        x, maxout, g = (pt.as_tensor_variable(v) for v in (x, maxout, g))
+        _check_input(x, self.nd)
+        return x, pt.cast(maxout, x.type.dtype), pt.cast(g, x.type.dtype)
+
+    def pullback(self, inputs, outputs, cotangents):
+        x, maxout, _ = inputs
+        (g,) = cotangents
+        if _disconnected(g):
+            return [disconnected_type()] * 3
+        other = MaxPoolGradGrad if isinstance(self, MaxPoolGrad) else MaxPoolGrad
+        return [_zero_grad_like(x), _zero_grad_like(maxout), self.sibling(other)(x, maxout, g)]
+
+
+class MaxPoolGrad(_MaxPoolGradOp):
     """Gradient of max pooling: ``(x, maxout, gz) -> gx`` (first maximum of each window)."""
 
     _label = "MaxPool{}dGrad"
     c_kind = 1
+    np_impl = staticmethod(np_max_pool_grad)
 
     def make_node(self, x, maxout, gz):
-        ensure_registered("pool")  # our rewrites, once per process
-        x, maxout, gz = (pt.as_tensor_variable(v) for v in (x, maxout, gz))
-        _check_input(x, self.nd)
+        x, maxout, gz = self._as_inputs(x, maxout, gz)
         ref = self.out_type(x)
-        gz = pt.cast(gz, x.type.dtype)
-        maxout = pt.cast(maxout, x.type.dtype)
         for v, name in ((maxout, "maxout"), (gz, "output gradient")):
             if v.type.ndim != x.type.ndim:
                 raise TypeError(f"{name} has ndim={v.type.ndim}; expected {x.type.ndim}")
@@ -422,62 +432,27 @@ class MaxPoolGrad(_PoolOp):
                     raise ValueError(f"{name} has shape {v.type.shape}; expected {ref.shape}")
         return Apply(self, [x, maxout, gz], [x.type()])
 
-    def perform(self, node, inputs, output_storage):
-        if compiled_perform(node, inputs, output_storage):
-            return
-        output_storage[0][0] = np_max_pool_grad(*inputs, self.params)
-
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
         return [shapes[0]]
 
-    def pullback(self, inputs, outputs, cotangents):
-        x, maxout, gz = inputs
-        (gg,) = cotangents
-        if _disconnected(gg):
-            return [disconnected_type()] * 3
-        return [
-            _zero_grad_like(x),
-            _zero_grad_like(maxout),
-            self.sibling(MaxPoolGradGrad)(x, maxout, gg),
-        ]
 
-
-class MaxPoolGradGrad(_PoolOp):
+class MaxPoolGradGrad(_MaxPoolGradOp):
     """``(x, maxout, ggx) -> ggz``: ``ggx`` read at each window's first maximum."""
 
     _label = "MaxPool{}dGradGrad"
     c_kind = 2
+    np_impl = staticmethod(np_max_pool_grad_grad)
 
     def make_node(self, x, maxout, ggx):
-        ensure_registered("pool")  # our rewrites, once per process
-        x, maxout, ggx = (pt.as_tensor_variable(v) for v in (x, maxout, ggx))
-        _check_input(x, self.nd)
-        maxout = pt.cast(maxout, x.type.dtype)
-        ggx = pt.cast(ggx, x.type.dtype)
+        x, maxout, ggx = self._as_inputs(x, maxout, ggx)
         if ggx.type.ndim != x.type.ndim or maxout.type.ndim != x.type.ndim:
             raise TypeError("maxout and the second-order gradient must have the input's ndim")
         return Apply(self, [x, maxout, ggx], [self.out_type(x)()])
 
-    def perform(self, node, inputs, output_storage):
-        if compiled_perform(node, inputs, output_storage):
-            return
-        output_storage[0][0] = np_max_pool_grad_grad(*inputs, self.params)
-
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
         return [static_or(node.outputs[0], shapes[1])]
-
-    def pullback(self, inputs, outputs, cotangents):
-        x, maxout, ggx = inputs
-        (g,) = cotangents
-        if _disconnected(g):
-            return [disconnected_type()] * 3
-        return [
-            _zero_grad_like(x),
-            _zero_grad_like(maxout),
-            self.sibling(MaxPoolGrad)(x, maxout, g),
-        ]
 
 
 class AveragePoolGrad(_PoolOp):
@@ -485,6 +460,10 @@ class AveragePoolGrad(_PoolOp):
 
     _label = "AveragePool{}dGrad"
     c_kind = 3
+
+    @staticmethod
+    def np_impl(x, gz, p):
+        return np_average_pool_grad(x.shape, gz, p, x.dtype)
 
     def make_node(self, x, gz):
         ensure_registered("pool")  # our rewrites, once per process
@@ -498,12 +477,6 @@ class AveragePoolGrad(_PoolOp):
         if gz.type.ndim != x.type.ndim:
             raise TypeError(f"output gradient has ndim={gz.type.ndim}; expected {x.type.ndim}")
         return Apply(self, [x, gz], [x.type()])
-
-    def perform(self, node, inputs, output_storage):
-        if compiled_perform(node, inputs, output_storage):
-            return
-        x, gz = inputs
-        output_storage[0][0] = np_average_pool_grad(x.shape, gz, self.params, x.dtype)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
@@ -525,6 +498,14 @@ Pool2d = Pool
 MaxPool2dGrad = MaxPoolGrad
 MaxPool2dGradGrad = MaxPoolGradGrad
 AveragePool2dGrad = AveragePoolGrad
+
+#: :class:`DynamicPool`'s kinds and the static-window Ops that compute the same
+_STATIC_OPS = {
+    "pool": Pool,
+    "max_grad": MaxPoolGrad,
+    "max_grad_grad": MaxPoolGradGrad,
+    "average_grad": AveragePoolGrad,
+}
 
 
 # --------------------------------------------------------------------------
@@ -554,15 +535,6 @@ class DynamicPool(_PoolCCode):
     """
 
     __props__ = ("kind", "nd", "ignore_border", "mode")
-
-    def __setstate__(self, state):
-        # An unpickled graph (a pickled function) calls no make_node.
-        ensure_registered("pool")
-        parent = getattr(super(), "__setstate__", None)
-        if parent is None:
-            self.__dict__.update(state)
-        else:
-            parent(state)
 
     def __init__(self, kind="pool", nd=2, ignore_border=True, mode="max"):
         if kind not in _KINDS:
@@ -622,27 +594,12 @@ class DynamicPool(_PoolCCode):
 
     def static_op(self, ws, stride, pad):
         """The Op with static windows that computes the same thing."""
-        cls = {
-            "pool": Pool,
-            "max_grad": MaxPoolGrad,
-            "max_grad_grad": MaxPoolGradGrad,
-            "average_grad": AveragePoolGrad,
-        }[self.kind]
-        return cls(**self.params_for(ws, stride, pad).props())
+        return _STATIC_OPS[self.kind](**self.params_for(ws, stride, pad).props())
 
     def perform(self, node, inputs, output_storage):
         n = _KINDS[self.kind]
         p = self.params_for(*inputs[n:])
-        arrays = inputs[:n]
-        if self.kind == "pool":
-            out = np_pool(arrays[0], p)
-        elif self.kind == "max_grad":
-            out = np_max_pool_grad(*arrays, p)
-        elif self.kind == "max_grad_grad":
-            out = np_max_pool_grad_grad(*arrays, p)
-        else:
-            out = np_average_pool_grad(arrays[0].shape, arrays[1], p, arrays[0].dtype)
-        output_storage[0][0] = out
+        output_storage[0][0] = _STATIC_OPS[self.kind].np_impl(*inputs[:n], p)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):

@@ -43,7 +43,14 @@ import threading
 
 from pytensor.graph.rewriting.basic import GraphRewriter
 
-__all__ = ["GROUPS", "RegisterJaxKernels", "ensure_registered", "register_rewrites", "registered"]
+__all__ = [
+    "GROUPS",
+    "RegisterJaxKernels",
+    "RegisteredOnUnpickle",
+    "ensure_registered",
+    "register_rewrites",
+    "registered",
+]
 
 
 class RegisterJaxKernels(GraphRewriter):
@@ -100,6 +107,24 @@ def ensure_registered(*groups: str) -> None:
             ensure_registered(*needs)
             register()
             _done.add(group)
+
+
+class RegisteredOnUnpickle:
+    """Mixin for an Op whose ``make_node`` registers the rewrites of ``rewrite_group``.
+
+    An unpickled graph (a pickled function) calls no ``make_node``, so
+    unpickling the Op registers them instead.
+    """
+
+    rewrite_group: str
+
+    def __setstate__(self, state):
+        ensure_registered(self.rewrite_group)
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
 
 
 def register_rewrites() -> None:

@@ -6,9 +6,6 @@ by each channel's first sample (in float32 or wider), the output one fused
 elementwise pass; the backward pass is one reduction of ``dy`` and
 ``dy * (x - mean)`` and one elementwise pass.  Shapes are static under
 ``jax.jit``, so nothing depends on a dynamic batch size.
-
-This module imports JAX; :mod:`lasagne_bn.ops.rewrites` imports it the first
-time a graph is compiled in JAX mode.
 """
 
 from __future__ import annotations

@@ -10,9 +10,6 @@ with the other backends to float32 rounding.
 Shapes must be static under ``jax.jit``: the spatial shape the gradient Ops
 produce comes from the node's static type, a constant, or (in JAX mode,
 see :mod:`lasagne_bn.ops.conv_rewrites`) a tuple of ``Shape_i`` values.
-
-This module imports JAX; :mod:`lasagne_bn.ops.rewrites` imports it the first
-time a graph is compiled in JAX mode.
 """
 
 from __future__ import annotations

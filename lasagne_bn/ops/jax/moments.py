@@ -3,8 +3,6 @@
 The statistics are :func:`lasagne_bn.ops.jax.bn.shifted_moments`, the same
 shifted, multi-output reduction the batch-norm training kernel uses
 (float32 accumulation for float16/float32 input, float64 for float64).
-:mod:`lasagne_bn.ops.rewrites` imports this module the first time a graph
-is compiled in JAX mode.
 """
 
 from __future__ import annotations

@@ -11,9 +11,6 @@ that ties go to the same element as in the other backends (XLA's
 select-and-scatter breaks ties its own way).  :class:`DynamicPool` runs
 only when its windows are concrete at trace time (constants); JAX cannot
 compile shapes that depend on run-time values.
-
-This module imports JAX; :mod:`lasagne_bn.ops.rewrites` imports it the first
-time a graph is compiled in JAX mode.
 """
 
 from __future__ import annotations
@@ -28,11 +25,8 @@ from pytensor.link.jax.dispatch import jax_funcify
 
 from lasagne_bn.ops.pool import (
     _KINDS,
-    AveragePoolGrad,
+    _STATIC_OPS,
     DynamicPool,
-    MaxPoolGrad,
-    MaxPoolGradGrad,
-    Pool,
     _offsets,
     pool_divisor,
     pool_extent,
@@ -163,47 +157,8 @@ def _average_pool_grad(p, x, gz):
     return transpose(gz)[0]
 
 
-@jax_funcify.register(Pool)
-def jax_funcify_Pool(op, node, **kwargs):
-    p = op.params
-
-    def pool(x):
-        return _pool(p, x)
-
-    return pool
-
-
-@jax_funcify.register(MaxPoolGrad)
-def jax_funcify_MaxPoolGrad(op, node, **kwargs):
-    p = op.params
-
-    def max_pool_grad(x, maxout, gz):
-        return _max_pool_grad(p, x, maxout, gz)
-
-    return max_pool_grad
-
-
-@jax_funcify.register(MaxPoolGradGrad)
-def jax_funcify_MaxPoolGradGrad(op, node, **kwargs):
-    p = op.params
-
-    def max_pool_grad_grad(x, maxout, ggx):
-        return _max_pool_grad_grad(p, x, maxout, ggx)
-
-    return max_pool_grad_grad
-
-
-@jax_funcify.register(AveragePoolGrad)
-def jax_funcify_AveragePoolGrad(op, node, **kwargs):
-    p = op.params
-
-    def average_pool_grad(x, gz):
-        return _average_pool_grad(p, x, gz)
-
-    return average_pool_grad
-
-
-_DYNAMIC = {
+#: kind (:class:`DynamicPool`'s) -> ``impl(params, *arrays)``
+_IMPLS = {
     "pool": _pool,
     "max_grad": _max_pool_grad,
     "max_grad_grad": _max_pool_grad_grad,
@@ -211,10 +166,29 @@ _DYNAMIC = {
 }
 
 
+def _funcify_static(impl):
+    """``jax_funcify`` of a static-window Op (:class:`Pool` ...) that runs ``impl``."""
+
+    def funcify(op, node, **kwargs):
+        p = op.params
+
+        def run(*inputs):
+            return impl(p, *inputs)
+
+        run.__name__ = impl.__name__.lstrip("_")  # names the call in PyTensor's JAX source
+        return run
+
+    return funcify
+
+
+for _kind, _cls in _STATIC_OPS.items():
+    jax_funcify.register(_cls)(_funcify_static(_IMPLS[_kind]))
+
+
 @jax_funcify.register(DynamicPool)
 def jax_funcify_DynamicPool(op, node, **kwargs):
     n = _KINDS[op.kind]
-    impl = _DYNAMIC[op.kind]
+    impl = _IMPLS[op.kind]
 
     def dynamic_pool(*inputs):
         try:
