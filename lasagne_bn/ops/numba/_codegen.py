@@ -8,9 +8,9 @@ Numba backend) that fetches an entry point's address once per process
 into every graph instead made each new ``pytensor.function`` re-optimize
 them for seconds.
 
-Cache keys hash the sources that generate the code: PyTensor keeps compiled
-graphs on disk under our keys, and a key that missed an edit would keep
-serving the old code.
+Cache keys hash the sources that generate the code (this module's too):
+PyTensor keeps compiled graphs on disk under our keys, and a key that
+missed an edit would keep serving the old code.
 
 >>> from lasagne_bn.ops.numba._codegen import check
 >>> print(check("n < 1", "x: empty"))
@@ -30,13 +30,18 @@ import numba
 import numpy as np
 from numba.core import types
 from pytensor.link.numba.cache import _call_cached_ptr, compile_numba_function_src
-from pytensor.link.numba.dispatch.basic import generate_fallback_impl, numba_njit
+from pytensor.link.numba.dispatch.basic import (
+    generate_fallback_impl,
+    numba_njit,
+    register_funcify_and_cache_key,
+)
 
-from lasagne_bn.ops.numba.float16 import enable_numba_float16
+from lasagne_bn.ops.numba.float16 import enable_numba_float16, needs_float16
 
 
 def source_version(*paths: str | Path) -> str:
-    """A short hash of the files' contents (part of every cache key built on them)."""
+    """A short hash of the files' contents and of this module's (part of every cache key)."""
+    paths = (*paths, __file__)  # this module writes part of every wrapper
     return sha256(b"".join(Path(p).read_bytes() for p in paths)).hexdigest()[:16]
 
 
@@ -89,6 +94,10 @@ class EntryPoints:
     def signature(self, name: str, dtype: str):
         return self._signature(self.kernels(), name, dtype)
 
+    def key(self, op, node) -> str:
+        """``node``'s cache key (:func:`node_key` with this version)."""
+        return node_key(op, node, self.version)
+
     @functools.cache  # noqa: B019  (a few module-level instances, alive for the process)
     def address(self, name: str, dtype: str) -> int:
         """Compile (or load from the disk cache) entry point ``name`` for ``dtype``."""
@@ -138,11 +147,33 @@ class EntryPoints:
         )
         return numba_njit(compile_numba_function_src(src, fname, global_env=namespace))
 
+    def register(self, op_class):
+        """Decorator: ``build(op, node) -> (fname, body, args, kernel)`` makes ``op_class``'s
+        wrapper, compiled for the output dtype; float16 nodes run the NumPy ``perform``.
+        """
 
-def array_entries(module: str, version: str) -> EntryPoints:
-    """Entry points whose ``ENTRIES`` are ``(function, number of arrays)`` pairs."""
+        def decorate(build):
+            @register_funcify_and_cache_key(op_class)
+            def funcify(op, node, **kwargs):
+                if needs_float16(node):
+                    return float16_fallback(op, node, kwargs)
+                fname, body, args, kernel = build(op, node)
+                dtype = node.outputs[0].type.dtype
+                return self.compile(fname, body, args, (kernel,), dtype), self.key(op, node)
+
+            return build
+
+        return decorate
+
+
+def array_entries(registrations: str, kernels: str) -> EntryPoints:
+    """The entry points of the sibling module ``kernels``, whose ``ENTRIES`` are
+    ``(function, number of arrays)`` pairs, for the wrappers ``registrations``
+    (a file) generates; both files are in the version.
+    """
+    version = source_version(Path(__file__).with_name(f"{kernels}.py"), registrations)
     return EntryPoints(
-        module,
+        f"{__package__}.{kernels}",
         version,
         lambda kernels, name, dtype: array_entry_signature(kernels.ENTRIES[name][1], dtype),
     )

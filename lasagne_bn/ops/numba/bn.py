@@ -32,7 +32,7 @@ from lasagne_bn.ops.bn import (
     running_average_update,
 )
 from lasagne_bn.ops.layout import channel_block, kept_axes
-from lasagne_bn.ops.numba._codegen import EntryPoints, node_key, source_version
+from lasagne_bn.ops.numba._codegen import EntryPoints, source_version
 from lasagne_bn.ops.numba.float16 import enable_numba_float16, needs_float16
 from lasagne_bn.ops.validation import (
     EPSILON,
@@ -159,10 +159,6 @@ def _compile(
     return ENTRY_POINTS.compile(name, body, args, kernels, dtype, env)
 
 
-def _key(op, node) -> str:
-    return node_key(op, node, KERNEL_VERSION)
-
-
 def _dtype(var) -> str:
     return f"np.{var.type.dtype}"
 
@@ -227,7 +223,7 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
         ]
     else:
         body.append("return out, mean_o, invstd_o")
-    key = _key(op, node)
+    key = ENTRY_POINTS.key(op, node)
     return _compile("batch_norm_train", body, args, ("train_forward",), dtype), key
 
 
@@ -259,7 +255,7 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
     body.append(
         f"return dx, dgamma.astype({st}).reshape(st_shape), dbeta.astype({st}).reshape(st_shape)"
     )
-    key = _key(op, node)
+    key = ENTRY_POINTS.key(op, node)
     args = ["x", "dy", *params]
     return _compile("batch_norm_train_grad", body, args, ("train_backward",), dtype), key
 
@@ -285,7 +281,7 @@ def numba_funcify_BatchNormInference(op, node, **kwargs):
     body += _restore(ndim, axes, "out3", "out", "x")
     body.append("return out")
     args = ["x", "gamma", "beta", "mean", "var", "epsilon"]
-    key = _key(op, node)
+    key = ENTRY_POINTS.key(op, node)
     return _compile("batch_norm_inference", body, args, ("inference",), dtype), key
 
 
@@ -301,7 +297,7 @@ def numba_funcify_BatchNormApply(op, node, **kwargs):
     else:
         body = _apply_loop(node, dtype)
         body.append(f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})")
-    key = _key(op, node)
+    key = ENTRY_POINTS.key(op, node)
     return _compile("batch_norm_apply", body, args), key
 
 
@@ -345,4 +341,4 @@ def _apply_loop(node, dtype: str) -> list[str]:
 @register_funcify_and_cache_key(RangeCheck)
 def numba_funcify_RangeCheck(op, node, **kwargs):
     body = ["v = float(x.item())", *_scalar_check(op.rule, "v"), "return x"]
-    return _compile("range_check", body, ["x"]), _key(op, node)
+    return _compile("range_check", body, ["x"]), ENTRY_POINTS.key(op, node)

@@ -197,85 +197,48 @@ def _store_impl(value, out):
 
 
 # --------------------------------------------------------------------------
-# reductions
+# reductions: per channel, the sums of two terms of each element
+#
+# With ``y`` (the backward pass): ``y`` and ``y * (x - center)``; with
+# ``y=None`` (the statistics): ``x - center`` and ``(x - center)**2``.  One
+# kernel per layout serves both, compiled apart for each (``None`` is a type).
+
+
+def _terms(x, y, i, center):
+    """The two summands of element ``i`` of ``x`` (and of ``y``, or ``None``)."""
+
+
+@overload(_terms, jit_options={"fastmath": FASTMATH})
+def _terms_impl(x, y, i, center):
+    if y is types.none:
+
+        def shifted(x, y, i, center):
+            d = _f64(x[i]) - center
+            return d, d * d
+
+        return shifted
+
+    def weighted(x, y, i, center):
+        v = _f64(y[i])
+        return v, v * (_f64(x[i]) - center)
+
+    return weighted
+
+
+def _row(y2, a, c0, n):
+    """``y2[a, c0 : c0 + n]``, or ``None`` for no ``y2``."""
+
+
+@overload(_row, jit_options={"fastmath": FASTMATH})
+def _row_impl(y2, a, c0, n):
+    if y2 is types.none:
+        return lambda y2, a, c0, n: None
+    return lambda y2, a, c0, n: y2[a, c0 : c0 + n]
 
 
 @kernel
 def _sums_inner(x3, y3, center, nsplit):
-    """Per channel: sum of ``y`` and of ``y * (x - center)``, inner > 1."""
-    A, C, B = x3.shape
-    s_y = np.zeros(C * nsplit)
-    s_yx = np.zeros(C * nsplit)
-    for t in prange(C * nsplit):
-        c = t // nsplit
-        j = t - c * nsplit
-        a0 = j * A // nsplit
-        a1 = (j + 1) * A // nsplit
-        mu = center[c]
-        acc_y = 0.0
-        acc_yx = 0.0
-        for a in range(a0, a1):
-            for b in range(B):
-                yv = _f64(y3[a, c, b])
-                acc_y += yv
-                acc_yx += yv * (_f64(x3[a, c, b]) - mu)
-        s_y[t] = acc_y
-        s_yx[t] = acc_yx
-    out_y = np.zeros(C)
-    out_yx = np.zeros(C)
-    for c in range(C):
-        for j in range(nsplit):
-            out_y[c] += s_y[c * nsplit + j]
-            out_yx[c] += s_yx[c * nsplit + j]
-    return out_y, out_yx
-
-
-@kernel
-def _sums_outer(x2, y2, center, nsplit):
-    """Per channel: sum of ``y`` and of ``y * (x - center)``, inner == 1."""
-    A, C = x2.shape
-    nblock = (C + COLUMN_BLOCK - 1) // COLUMN_BLOCK
-    s_y = np.zeros((nsplit, C))
-    s_yx = np.zeros((nsplit, C))
-    for t in prange(nblock * nsplit):
-        c0, n, a0, a1 = _tile(t, nsplit, A, C)
-        # Task-local accumulators and row slices, so LLVM sees no aliasing and
-        # vectorizes; four rows per sweep, so the accumulators are loaded and
-        # stored once per four values (stores were the bottleneck).
-        acc_y = np.zeros(COLUMN_BLOCK)
-        acc_yx = np.zeros(COLUMN_BLOCK)
-        mu = center[c0 : c0 + n]
-        a = a0
-        while a + 4 <= a1:
-            x0, x1 = x2[a, c0 : c0 + n], x2[a + 1, c0 : c0 + n]
-            x2_, x3 = x2[a + 2, c0 : c0 + n], x2[a + 3, c0 : c0 + n]
-            y0, y1 = y2[a, c0 : c0 + n], y2[a + 1, c0 : c0 + n]
-            y2_, y3 = y2[a + 2, c0 : c0 + n], y2[a + 3, c0 : c0 + n]
-            for i in range(n):
-                m = mu[i]
-                v0, v1 = _f64(y0[i]), _f64(y1[i])
-                v2, v3 = _f64(y2_[i]), _f64(y3[i])
-                acc_y[i] += (v0 + v1) + (v2 + v3)
-                acc_yx[i] += (v0 * (_f64(x0[i]) - m) + v1 * (_f64(x1[i]) - m)) + (
-                    v2 * (_f64(x2_[i]) - m) + v3 * (_f64(x3[i]) - m)
-                )
-            a += 4
-        while a < a1:
-            xr, yr = x2[a, c0 : c0 + n], y2[a, c0 : c0 + n]
-            for i in range(n):
-                yv = _f64(yr[i])
-                acc_y[i] += yv
-                acc_yx[i] += yv * (_f64(xr[i]) - mu[i])
-            a += 1
-        j = t % nsplit
-        s_y[j, c0 : c0 + n] = acc_y[:n]
-        s_yx[j, c0 : c0 + n] = acc_yx[:n]
-    return s_y.sum(axis=0), s_yx.sum(axis=0)
-
-
-@kernel
-def _moments_inner(x3, shift, nsplit):
-    """Per channel: sums of ``x - shift`` and ``(x - shift)**2``, inner > 1."""
+    """Per channel: the sums of both :func:`_terms` of its elements, inner > 1."""
     A, C, B = x3.shape
     s1 = np.zeros(C * nsplit)
     s2 = np.zeros(C * nsplit)
@@ -284,14 +247,14 @@ def _moments_inner(x3, shift, nsplit):
         j = t - c * nsplit
         a0 = j * A // nsplit
         a1 = (j + 1) * A // nsplit
-        sh = shift[c]
+        m = center[c]
         acc1 = 0.0
         acc2 = 0.0
         for a in range(a0, a1):
             for b in range(B):
-                d = _f64(x3[a, c, b]) - sh
-                acc1 += d
-                acc2 += d * d
+                u, v = _terms(x3, y3, (a, c, b), m)
+                acc1 += u
+                acc2 += v
         s1[t] = acc1
         s2[t] = acc2
     out1 = np.zeros(C)
@@ -304,34 +267,41 @@ def _moments_inner(x3, shift, nsplit):
 
 
 @kernel
-def _moments_outer(x2, shift, nsplit):
-    """Per channel: sums of ``x - shift`` and ``(x - shift)**2``, inner == 1."""
+def _sums_outer(x2, y2, center, nsplit):
+    """Per channel: the sums of both :func:`_terms` of its elements, inner == 1."""
     A, C = x2.shape
     nblock = (C + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     s1 = np.zeros((nsplit, C))
     s2 = np.zeros((nsplit, C))
     for t in prange(nblock * nsplit):
         c0, n, a0, a1 = _tile(t, nsplit, A, C)
+        # Task-local accumulators and row slices, so LLVM sees no aliasing and
+        # vectorizes; four rows per sweep, so the accumulators are loaded and
+        # stored once per four values (stores were the bottleneck).
         acc1 = np.zeros(COLUMN_BLOCK)
         acc2 = np.zeros(COLUMN_BLOCK)
-        sh = shift[c0 : c0 + n]
+        mu = center[c0 : c0 + n]
         a = a0
-        while a + 4 <= a1:  # four rows per sweep, as in _sums_outer
-            r0, r1 = x2[a, c0 : c0 + n], x2[a + 1, c0 : c0 + n]
-            r2, r3 = x2[a + 2, c0 : c0 + n], x2[a + 3, c0 : c0 + n]
+        while a + 4 <= a1:
+            x0, x1 = x2[a, c0 : c0 + n], x2[a + 1, c0 : c0 + n]
+            x2_, x3 = x2[a + 2, c0 : c0 + n], x2[a + 3, c0 : c0 + n]
+            y0, y1 = _row(y2, a, c0, n), _row(y2, a + 1, c0, n)
+            y2_, y3 = _row(y2, a + 2, c0, n), _row(y2, a + 3, c0, n)
             for i in range(n):
-                s = sh[i]
-                d0, d1 = _f64(r0[i]) - s, _f64(r1[i]) - s
-                d2, d3 = _f64(r2[i]) - s, _f64(r3[i]) - s
-                acc1[i] += (d0 + d1) + (d2 + d3)
-                acc2[i] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+                m = mu[i]
+                u0, v0 = _terms(x0, y0, i, m)
+                u1, v1 = _terms(x1, y1, i, m)
+                u2, v2 = _terms(x2_, y2_, i, m)
+                u3, v3 = _terms(x3, y3, i, m)
+                acc1[i] += (u0 + u1) + (u2 + u3)
+                acc2[i] += (v0 + v1) + (v2 + v3)
             a += 4
         while a < a1:
-            r0 = x2[a, c0 : c0 + n]
+            xr, yr = x2[a, c0 : c0 + n], _row(y2, a, c0, n)
             for i in range(n):
-                d0 = _f64(r0[i]) - sh[i]
-                acc1[i] += d0
-                acc2[i] += d0 * d0
+                u, v = _terms(xr, yr, i, mu[i])
+                acc1[i] += u
+                acc2[i] += v
             a += 1
         j = t % nsplit
         s1[j, c0 : c0 + n] = acc1[:n]
@@ -448,12 +418,23 @@ def channel_moments(x3):
     A, C, B = x3.shape
     shift = _channel_shift(x3)
     if B == 1:
-        s1, s2 = _moments_outer(x3.reshape((A, C)), shift, _outer_splits(A, C))
+        s1, s2 = _sums_outer(x3.reshape((A, C)), None, shift, _outer_splits(A, C))
     else:
-        s1, s2 = _moments_inner(x3, shift, _splits(A, C))
+        s1, s2 = _sums_inner(x3, None, shift, _splits(A, C))
     mu = s1 / (A * B)
     var = np.maximum(s2 / (A * B) - mu * mu, 0.0)
     return shift, mu, var
+
+
+@driver
+def _affine(x3, shift, scale, offset, out3):
+    """``out3 = (x3 - shift) * scale + offset`` per channel, in the working precision."""
+    A, C, B = x3.shape
+    sh, k, o = _work_vector(shift, x3), _work_vector(scale, x3), _work_vector(offset, x3)
+    if B == 1:
+        _affine_outer(x3.reshape((A, C)), sh, k, o, out3.reshape((A, C)))
+    else:
+        _affine_inner(x3, sh, k, o, out3)
 
 
 @driver
@@ -465,23 +446,7 @@ def train_forward(x3, gamma, beta, epsilon, out3):
     invstd = 1.0 / np.sqrt(var + epsilon)
     scale = gamma * invstd
     offset = beta - mu * scale
-    if B == 1:
-        x2 = x3.reshape((A, C))
-        _affine_outer(
-            x2,
-            _work_vector(shift, x2),
-            _work_vector(scale, x2),
-            _work_vector(offset, x2),
-            out3.reshape((A, C)),
-        )
-    else:
-        _affine_inner(
-            x3,
-            _work_vector(shift, x3),
-            _work_vector(scale, x3),
-            _work_vector(offset, x3),
-            out3,
-        )
+    _affine(x3, shift, scale, offset, out3)
     set_num_threads(previous)
     return shift + mu, invstd, var
 
@@ -535,19 +500,7 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
     A, C, B = x3.shape
     previous = enter_threads(A * C * B, BATCH_NORM)
     scale = gamma / np.sqrt(var + epsilon)
-    if B == 1:
-        x2 = x3.reshape((A, C))
-        _affine_outer(
-            x2,
-            _work_vector(mean, x2),
-            _work_vector(scale, x2),
-            _work_vector(beta, x2),
-            out3.reshape((A, C)),
-        )
-    else:
-        _affine_inner(
-            x3, _work_vector(mean, x3), _work_vector(scale, x3), _work_vector(beta, x3), out3
-        )
+    _affine(x3, mean, scale, beta, out3)
     set_num_threads(previous)
 
 
@@ -577,10 +530,16 @@ def _prefer_huge_pages(arr):
 # C-callable entry points: pointers and sizes in, status code out.
 
 
-def _train_forward_entry(x_ptr, A, C, B, gamma_ptr, beta_ptr, epsilon, out_ptr, stats_ptr):
-    x3 = numba.carray(x_ptr, (A, C, B))
+@driver
+def _views(x_ptr, out_ptr, A, C, B):
+    """The ``(A, C, B)`` input and output; the output (fresh) asks for huge pages."""
     out3 = numba.carray(out_ptr, (A, C, B))
     _prefer_huge_pages(out3)
+    return numba.carray(x_ptr, (A, C, B)), out3
+
+
+def _train_forward_entry(x_ptr, A, C, B, gamma_ptr, beta_ptr, epsilon, out_ptr, stats_ptr):
+    x3, out3 = _views(x_ptr, out_ptr, A, C, B)
     gamma = numba.carray(gamma_ptr, (C,))
     beta = numba.carray(beta_ptr, (C,))
     stats = numba.carray(stats_ptr, (3, C))
@@ -593,10 +552,8 @@ def _train_forward_entry(x_ptr, A, C, B, gamma_ptr, beta_ptr, epsilon, out_ptr, 
 
 
 def _train_backward_entry(x_ptr, dy_ptr, A, C, B, stats_ptr, dx_ptr):
-    x3 = numba.carray(x_ptr, (A, C, B))
+    x3, dx3 = _views(x_ptr, dx_ptr, A, C, B)
     dy3 = numba.carray(dy_ptr, (A, C, B))
-    dx3 = numba.carray(dx_ptr, (A, C, B))
-    _prefer_huge_pages(dx3)
     # rows: gamma, mean, invstd, g_mean, g_var in; dgamma, dbeta out
     stats = numba.carray(stats_ptr, (7, C))
     dgamma, dbeta = train_backward(x3, dy3, stats[0], stats[1], stats[2], stats[3], stats[4], dx3)
@@ -607,9 +564,7 @@ def _train_backward_entry(x_ptr, dy_ptr, A, C, B, stats_ptr, dx_ptr):
 
 
 def _inference_entry(x_ptr, A, C, B, stats_ptr, epsilon, out_ptr):
-    x3 = numba.carray(x_ptr, (A, C, B))
-    out3 = numba.carray(out_ptr, (A, C, B))
-    _prefer_huge_pages(out3)
+    x3, out3 = _views(x_ptr, out_ptr, A, C, B)
     # rows: gamma, beta, mean, var
     stats = numba.carray(stats_ptr, (4, C))
     inference(x3, stats[0], stats[1], stats[2], stats[3], epsilon, out3)

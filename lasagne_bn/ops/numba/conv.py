@@ -12,39 +12,18 @@ kernels compiled) only when a node is first compiled.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
-
 from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights
-from lasagne_bn.ops.numba._codegen import (
-    array_entries,
-    check,
-    dims,
-    float16_fallback,
-    node_key,
-    source_version,
-)
-from lasagne_bn.ops.numba.float16 import needs_float16
+from lasagne_bn.ops.numba._codegen import array_entries, check, dims
 
-_HERE = Path(__file__)
-KERNEL_VERSION = source_version(_HERE.with_name("conv_kernels.py"), _HERE)
-ENTRY_POINTS = array_entries("lasagne_bn.ops.numba.conv_kernels", KERNEL_VERSION)
+ENTRY_POINTS = array_entries(__file__, "conv_kernels")
 
 GRAD_WEIGHT_TASKS = 8  # partial filter-gradient sums (load balance over threads)
-
-
-def _compile(fname: str, body: list[str], args: list[str], kernel: str, dtype: str):
-    return ENTRY_POINTS.compile(fname, body, args, (kernel,), dtype)
-
-
-def _key(op, node) -> str:
-    return node_key(op, node, KERNEL_VERSION)
 
 
 _SIZE = {2: ("h", "w"), 3: ("d", "h", "w")}
 _KERN = {2: ("kh", "kw"), 3: ("kd", "kh", "kw")}
 _OUT = {2: ("ho", "wo"), 3: ("zo", "ho", "wo")}
+_TOP = {2: ("th", "tw"), 3: ("td", "th", "tw")}  # output_grad's sizes, checked against _OUT
 _PADS = {2: (("pt", "pb"), ("pl", "pr")), 3: (("pf", "pk"), ("pt", "pb"), ("pl", "pr"))}
 _ENTRY = {2: "conv", 3: "conv3d"}  # kernel entry-point prefixes
 
@@ -95,6 +74,15 @@ def _group_lines(op, where: str) -> list[str]:
     ]
 
 
+def _top_check(op, where: str, source: str) -> str:
+    """The check that output_grad has the output shape (``_TOP`` against ``_OUT``)."""
+    n = op.convdim
+    return check(
+        " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], _TOP[n], strict=True)),
+        f"{where}: output_grad does not have the output shape that {source}",
+    )
+
+
 def _flip(name: str, n: int) -> str:
     return f"{name}[:, :{', ::-1' * n}]"
 
@@ -104,11 +92,11 @@ def _oriented(op) -> list[str]:
     return [f"k = np.ascontiguousarray({wk})"]
 
 
-def _conv_dims(op) -> list[str]:
+def _conv_dims(op, *extra: int) -> list[str]:
     n = op.convdim
     values = ["n", "c", *_SIZE[n], "f", "cg", *_KERN[n], *_OUT[n]]
     values += [str(v) for v in (*op.subsample, *op.filter_dilation)]
-    values += [p for pair in _PADS[n] for p in pair] + [str(op.num_groups)]
+    values += [p for pair in _PADS[n] for p in pair] + [str(v) for v in (op.num_groups, *extra)]
     return dims(values)
 
 
@@ -119,10 +107,8 @@ def _shapes(op) -> tuple[str, str, str, str]:
     return f"n, c, {size}", f"f, cg, {kern}", f"(n, c, {size})", f"(n, f, {out})"
 
 
-@register_funcify_and_cache_key(Conv)
-def numba_funcify_Conv(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
+@ENTRY_POINTS.register(Conv)
+def _conv(op, node):
     n = op.convdim
     name = f"conv{n}d: {op}"
     x_unpack, w_unpack, _, out_shape = _shapes(op)
@@ -139,32 +125,24 @@ def numba_funcify_Conv(op, node, **kwargs):
         f"    {_ENTRY[n]}_forward_fn(xc.ctypes, k.ctypes, out.ctypes, dims.ctypes)",
         "return out",
     ]
-    dtype = node.outputs[0].type.dtype
-    func = _compile(f"conv{n}d_forward", body, ["x", "wt"], f"{_ENTRY[n]}_forward", dtype)
-    return func, _key(op, node)
+    return f"conv{n}d_forward", body, ["x", "wt"], f"{_ENTRY[n]}_forward"
 
 
-@register_funcify_and_cache_key(ConvGradInputs)
-def numba_funcify_ConvGradInputs(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
+@ENTRY_POINTS.register(ConvGradInputs)
+def _conv_grad_inputs(op, node):
     n = op.convdim
     name = f"conv{n}d_grad_wrt_inputs: {op}"
     g = op.num_groups
     _, w_unpack, x_shape, _ = _shapes(op)
-    top = [f"t{v}" for v in _SIZE[n]]
     body = [
         *[f"{v} = shape[{i}]" for i, v in enumerate(_SIZE[n])],
-        f"n, f2, {', '.join(top)} = dy.shape",
+        f"n, f2, {', '.join(_TOP[n])} = dy.shape",
         f"{w_unpack} = wt.shape",
         f"c = cg * {g}",
         check("f2 != f", f"{name}: output_grad.shape[1] does not match filters.shape[0]"),
         *_group_lines(op, name),
         *_pad_lines(op, name),
-        check(
-            " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], top, strict=True)),
-            f"{name}: output_grad does not have the output shape that input_shape gives",
-        ),
+        _top_check(op, name, "input_shape gives"),
         *_oriented(op),
         "dyc = np.ascontiguousarray(dy)",
         f"dx = np.zeros({x_shape}, dtype=dy.dtype)",
@@ -173,50 +151,31 @@ def numba_funcify_ConvGradInputs(op, node, **kwargs):
         f"    {_ENTRY[n]}_grad_inputs_fn(k.ctypes, dyc.ctypes, dx.ctypes, dims.ctypes)",
         "return dx",
     ]
-    dtype = node.outputs[0].type.dtype
-    func = _compile(
-        f"conv{n}d_grad_inputs", body, ["wt", "dy", "shape"], f"{_ENTRY[n]}_grad_inputs", dtype
-    )
-    return func, _key(op, node)
+    return f"conv{n}d_grad_inputs", body, ["wt", "dy", "shape"], f"{_ENTRY[n]}_grad_inputs"
 
 
-@register_funcify_and_cache_key(ConvGradWeights)
-def numba_funcify_ConvGradWeights(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
+@ENTRY_POINTS.register(ConvGradWeights)
+def _conv_grad_weights(op, node):
     n = op.convdim
     name = f"conv{n}d_grad_wrt_weights: {op}"
     g = op.num_groups
     flip = _flip("dk", n) if op.filter_flip else "dk"
     x_unpack, _, _, _ = _shapes(op)
-    top = [f"t{v}" for v in _SIZE[n]]
-    n_dims = len(_conv_dims(op)) - 1
     body = [
         *[f"{v} = shape[{i}]" for i, v in enumerate(_KERN[n])],
         f"{x_unpack} = x.shape",
-        f"n2, f, {', '.join(top)} = dy.shape",
+        f"n2, f, {', '.join(_TOP[n])} = dy.shape",
         f"cg = c // {g}",
         check("n2 != n", f"{name}: output_grad and input have different batch sizes"),
         *_group_lines(op, name),
         *_pad_lines(op, name),
-        check(
-            " or ".join(f"{o} != {t}" for o, t in zip(_OUT[n], top, strict=True)),
-            f"{name}: output_grad does not have the output shape that the input and "
-            "filter_shape give",
-        ),
+        _top_check(op, name, "the input and filter_shape give"),
         "xc = np.ascontiguousarray(x)",
         "dyc = np.ascontiguousarray(dy)",
         f"dk = np.zeros((f, cg, {', '.join(_KERN[n])}), dtype=x.dtype)",
-        *_conv_dims(op),
-        f"dims2 = np.empty({n_dims + 1}, dtype=np.int64)",
-        f"dims2[:{n_dims}] = dims",
-        f"dims2[{n_dims}] = {GRAD_WEIGHT_TASKS}",
+        *_conv_dims(op, GRAD_WEIGHT_TASKS),
         "if dk.size > 0 and xc.size > 0:",
-        f"    {_ENTRY[n]}_grad_weights_fn(xc.ctypes, dyc.ctypes, dk.ctypes, dims2.ctypes)",
+        f"    {_ENTRY[n]}_grad_weights_fn(xc.ctypes, dyc.ctypes, dk.ctypes, dims.ctypes)",
         f"return np.ascontiguousarray({flip})",
     ]
-    dtype = node.outputs[0].type.dtype
-    func = _compile(
-        f"conv{n}d_grad_weights", body, ["x", "dy", "shape"], f"{_ENTRY[n]}_grad_weights", dtype
-    )
-    return func, _key(op, node)
+    return f"conv{n}d_grad_weights", body, ["x", "dy", "shape"], f"{_ENTRY[n]}_grad_weights"

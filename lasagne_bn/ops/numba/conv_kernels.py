@@ -42,7 +42,7 @@ import llvmlite.binding as llb
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import prange, types
+from numba import carray, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -822,112 +822,71 @@ def conv3d_grad_weights(x, dy, dk, sd, sh, sw, dd, dh, dw, pf, pt, pb, pl, pr, G
 # parallel kernels (tens of seconds per function).
 
 CONV_DIMS = 19  # N, C, H, W, F, Cg, kh, kw, Ho, Wo, sh, sw, dh, dw, pt, pb, pl, pr, G
-
-
-@driver
-def _conv_threads(d):
-    """Set the thread count for a 2-D call (multiply-adds: N F Ho Wo Cg kh kw); the old one."""
-    return enter_threads(d[0] * d[4] * d[8] * d[9] * d[5] * d[6] * d[7], CONV)
-
-
-@driver
-def _conv3d_threads(d):
-    """As :func:`_conv_threads` for a 3-D call (N F Do Ho Wo Cg kd kh kw)."""
-    work = d[0] * d[5] * d[10] * d[11] * d[12] * d[6] * d[7] * d[8] * d[9]
-    return enter_threads(work, CONV)
-
-
-def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
-    d = numba.carray(d_ptr, (CONV_DIMS,))
-    x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
-    k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
-    out = numba.carray(out_ptr, (d[0], d[4], d[8], d[9]))
-    previous = _conv_threads(d)
-    conv_forward(x, k, out, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
-    set_num_threads(previous)
-    return 0
-
-
-def _conv_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
-    d = numba.carray(d_ptr, (CONV_DIMS,))
-    k = numba.carray(k_ptr, (d[4], d[5], d[6], d[7]))
-    dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
-    dx = numba.carray(dx_ptr, (d[0], d[1], d[2], d[3]))
-    previous = _conv_threads(d)
-    conv_grad_inputs(k, dy, dx, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
-    set_num_threads(previous)
-    return 0
-
-
-def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
-    d = numba.carray(d_ptr, (CONV_DIMS + 1,))
-    x = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
-    dy = numba.carray(dy_ptr, (d[0], d[4], d[8], d[9]))
-    dk = numba.carray(dk_ptr, (d[4], d[5], d[6], d[7]))
-    previous = _conv_threads(d)
-    conv_grad_weights(
-        x, dy, dk, d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18],
-        d[19],
-    )  # fmt: skip
-    set_num_threads(previous)
-    return 0
-
-
 # N, C, D, H, W, F, Cg, kd, kh, kw, Do, Ho, Wo, sd, sh, sw, dd, dh, dw, pf, pk, pt, pb, pl, pr, G
 CONV3D_DIMS = 26
 
 
 @driver
-def _conv3d_arrays(d):
-    """Shapes of the input, filters and output from a 3-D parameter vector."""
-    return (
-        (d[0], d[1], d[2], d[3], d[4]),
-        (d[5], d[6], d[7], d[8], d[9]),
-        (d[0], d[5], d[10], d[11], d[12]),
-    )
+def _conv_call(d_ptr, size):
+    """A 2-D call's parameter vector (``size`` long), the shapes of its input, filters
+    and output, the kernel's other arguments, and the thread count it replaced (set
+    for its multiply-adds, N F Ho Wo Cg kh kw)."""
+    d = carray(d_ptr, (size,))
+    shapes = (d[0], d[1], d[2], d[3]), (d[4], d[5], d[6], d[7]), (d[0], d[4], d[8], d[9])
+    params = (d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18])
+    return d, shapes, params, enter_threads(d[0] * d[4] * d[8] * d[9] * d[5] * d[6] * d[7], CONV)
+
+
+@driver
+def _conv3d_call(d_ptr, size):
+    """As :func:`_conv_call` for a 3-D call (N F Do Ho Wo Cg kd kh kw multiply-adds; the
+    depth padding after, ``pk``, is not a kernel argument)."""
+    d = carray(d_ptr, (size,))
+    x, k = (d[0], d[1], d[2], d[3], d[4]), (d[5], d[6], d[7], d[8], d[9])
+    shapes = x, k, (d[0], d[5], d[10], d[11], d[12])
+    params = (d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24], d[25])
+    work = d[0] * d[5] * d[10] * d[11] * d[12] * d[6] * d[7] * d[8] * d[9]
+    return d, shapes, params, enter_threads(work, CONV)
+
+
+def _conv_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
+    _, (xs, ks, ys), params, previous = _conv_call(d_ptr, CONV_DIMS)
+    conv_forward(carray(x_ptr, xs), carray(k_ptr, ks), carray(out_ptr, ys), *params)
+    set_num_threads(previous)
+    return 0
+
+
+def _conv_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
+    _, (xs, ks, ys), params, previous = _conv_call(d_ptr, CONV_DIMS)
+    conv_grad_inputs(carray(k_ptr, ks), carray(dy_ptr, ys), carray(dx_ptr, xs), *params)
+    set_num_threads(previous)
+    return 0
+
+
+def _conv_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
+    d, (xs, ks, ys), params, previous = _conv_call(d_ptr, CONV_DIMS + 1)  # + tasks
+    conv_grad_weights(carray(x_ptr, xs), carray(dy_ptr, ys), carray(dk_ptr, ks), *params, d[19])
+    set_num_threads(previous)
+    return 0
 
 
 def _conv3d_forward_entry(x_ptr, k_ptr, out_ptr, d_ptr):
-    d = numba.carray(d_ptr, (CONV3D_DIMS,))
-    xs, ks, ys = _conv3d_arrays(d)
-    x = numba.carray(x_ptr, xs)
-    k = numba.carray(k_ptr, ks)
-    out = numba.carray(out_ptr, ys)
-    previous = _conv3d_threads(d)
-    conv3d_forward(
-        x, k, out, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
-        d[25],
-    )  # fmt: skip
+    _, (xs, ks, ys), params, previous = _conv3d_call(d_ptr, CONV3D_DIMS)
+    conv3d_forward(carray(x_ptr, xs), carray(k_ptr, ks), carray(out_ptr, ys), *params)
     set_num_threads(previous)
     return 0
 
 
 def _conv3d_grad_inputs_entry(k_ptr, dy_ptr, dx_ptr, d_ptr):
-    d = numba.carray(d_ptr, (CONV3D_DIMS,))
-    xs, ks, ys = _conv3d_arrays(d)
-    k = numba.carray(k_ptr, ks)
-    dy = numba.carray(dy_ptr, ys)
-    dx = numba.carray(dx_ptr, xs)
-    previous = _conv3d_threads(d)
-    conv3d_grad_inputs(
-        k, dy, dx, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
-        d[25],
-    )  # fmt: skip
+    _, (xs, ks, ys), params, previous = _conv3d_call(d_ptr, CONV3D_DIMS)
+    conv3d_grad_inputs(carray(k_ptr, ks), carray(dy_ptr, ys), carray(dx_ptr, xs), *params)
     set_num_threads(previous)
     return 0
 
 
 def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
-    d = numba.carray(d_ptr, (CONV3D_DIMS + 1,))
-    xs, ks, ys = _conv3d_arrays(d)
-    x = numba.carray(x_ptr, xs)
-    dy = numba.carray(dy_ptr, ys)
-    dk = numba.carray(dk_ptr, ks)
-    previous = _conv3d_threads(d)
-    conv3d_grad_weights(
-        x, dy, dk, d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[21], d[22], d[23], d[24],
-        d[25], d[26],
-    )  # fmt: skip
+    d, (xs, ks, ys), params, previous = _conv3d_call(d_ptr, CONV3D_DIMS + 1)  # + tasks
+    conv3d_grad_weights(carray(x_ptr, xs), carray(dy_ptr, ys), carray(dk_ptr, ks), *params, d[26])
     set_num_threads(previous)
     return 0
 

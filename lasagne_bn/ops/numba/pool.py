@@ -13,19 +13,9 @@ its kernels compiled) only when a pooling node is first compiled.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import NamedTuple
 
-from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
-
-from lasagne_bn.ops.numba._codegen import (
-    array_entries,
-    check,
-    dims,
-    float16_fallback,
-    node_key,
-    source_version,
-)
-from lasagne_bn.ops.numba.float16 import needs_float16
+from lasagne_bn.ops.numba._codegen import array_entries, check, dims
 from lasagne_bn.ops.pool import (
     AveragePoolGrad,
     DynamicPool,
@@ -34,18 +24,7 @@ from lasagne_bn.ops.pool import (
     Pool,
 )
 
-_HERE = Path(__file__)
-KERNEL_VERSION = source_version(_HERE.with_name("pool_kernels.py"), _HERE)
-ENTRY_POINTS = array_entries("lasagne_bn.ops.numba.pool_kernels", KERNEL_VERSION)
-
-
-def _compile(fname: str, body: list[str], args: list[str], kernel: str, dtype: str):
-    return ENTRY_POINTS.compile(fname, body, args, (kernel,), dtype)
-
-
-def _key(op, node) -> str:
-    return node_key(op, node, KERNEL_VERSION)
-
+ENTRY_POINTS = array_entries(__file__, "pool_kernels")
 
 # The kernels' mode numbers (pool_kernels.MAX, SUM, AVG_INC, AVG_EXC).
 _MODE_CODES = {
@@ -56,6 +35,47 @@ _MODE_CODES = {
 }
 
 _AXES = ("d", "h", "w")  # the kernels' three pooled axes; 2-D pooling has d = 1
+_OUT = ("od", "oh", "ow")
+
+
+class _Kernel(NamedTuple):
+    """How a wrapper calls one kernel (one per DynamicPool kind)."""
+
+    name: str  # the entry point
+    args: list[str]  # the wrapper's array arguments
+    checks: list[tuple[str, str, tuple[str, ...]]]  # (what, argument, expected pooled sizes)
+    reads: list[str]  # the arrays the kernel reads
+    result: tuple[str, str, str]  # name, NumPy allocator, shape ("pooled": the output's)
+    guard: str  # the array whose emptiness skips the call
+
+
+_KINDS = {
+    "pool": _Kernel("pool_forward", ["x"], [], ["x"], ("out", "empty", "pooled"), "out"),
+    "max_grad": _Kernel(
+        "max_pool_grad",
+        ["x", "maxout", "gz"],
+        [("maxout", "maxout", _OUT), ("the output gradient", "gz", _OUT)],
+        ["x", "gz"],
+        ("gx", "zeros", "x.shape"),
+        "gz",
+    ),
+    "max_grad_grad": _Kernel(
+        "max_pool_grad_grad",
+        ["x", "maxout", "ggx"],
+        [("maxout", "maxout", _OUT), ("the second-order gradient", "ggx", _AXES)],
+        ["x", "ggx"],
+        ("out", "zeros", "pooled"),
+        "out",
+    ),
+    "average_grad": _Kernel(
+        "average_pool_grad",
+        ["x", "gz"],
+        [("the output gradient", "gz", _OUT)],
+        ["gz"],
+        ("gx", "zeros", "x.shape"),
+        "gz",
+    ),
+}
 
 
 def _padded3(values, fill):
@@ -63,143 +83,77 @@ def _padded3(values, fill):
     return (fill,) * (3 - len(values)) + tuple(values)
 
 
-def _pool_out_lines(op, ndim: int) -> list[str]:
-    """Lines defining ``d, h, w``, ``od, oh, ow``, ``planes`` and ``lead`` (shape of ``x``)."""
+def _size_lines(op, ndim: int, ws, st, pad) -> list[str]:
+    """Lines defining ``d, h, w``, ``od, oh, ow``, ``planes``, ``lead`` and ``dims``.
+
+    ``ws``, ``st``, ``pad``: per pooled axis (three), ints or run-time expressions.
+    """
     nd = op.nd
-    lines = []
+    lines = [
+        f"{a} = x.shape[{ndim - 3 + k}]" if k >= 3 - nd else f"{a} = 1"
+        for k, a in enumerate(_AXES)
+    ]
     for k, axis in enumerate(_AXES):
-        i = k - (3 - nd)
-        lines.append(f"{axis} = x.shape[{ndim - nd + i}]" if i >= 0 else f"{axis} = 1")
-    ws, st, pad = (_padded3(v, f) for v, f in ((op.ws, 1), (op.stride, 1), (op.pad, 0)))
-    for k, axis in enumerate(_AXES):
-        name, v = f"o{axis}", f"({axis} + {2 * pad[k]})"
+        name, v, w, s = f"o{axis}", f"({axis} + 2 * {pad[k]})", ws[k], st[k]
+        full = f"{name} = ({v} - 1) // {s} + 1"
+        part = f"{name} = max(0, ({v} - 1 - {w} + {s}) // {s}) + 1"
         if op.ignore_border:
-            lines.append(f"{name} = max(0, ({v} - {ws[k]}) // {st[k]} + 1)")
-        elif st[k] >= ws[k]:
-            lines.append(f"{name} = ({v} - 1) // {st[k]} + 1")
+            lines.append(f"{name} = max(0, ({v} - {w}) // {s} + 1)")
+        elif not isinstance(w, str):  # static windows: the formula is known now
+            lines.append(full if s >= w else part)
         else:
-            lines.append(f"{name} = max(0, ({v} - 1 - {ws[k]} + {st[k]}) // {st[k]}) + 1")
+            lines += [f"if {s} >= {w}:", f"    {full}", "else:", f"    {part}"]
     lead = [f"x.shape[{i}]" for i in range(ndim - nd)]
     lines.append("lead = (" + "".join(f"{s}, " for s in lead) + ")")
     lines.append("planes = " + (" * ".join(lead) if lead else "1"))
-    return lines
+    values = ["planes", *_AXES, *_OUT, *ws, *st, *pad, _MODE_CODES[op.mode]]
+    return lines + dims([str(v) for v in values])
 
 
-def _out_shape(op) -> str:
-    """The pooled shape: ``lead`` plus the pooled sizes of the real axes."""
-    sizes = ["od", "oh", "ow"][3 - op.nd :]
-    return "lead + (" + "".join(f"{s}, " for s in sizes) + ")"
-
-
-def _pool_dims(op) -> list[str]:
-    values = ["planes", "d", "h", "w", "od", "oh", "ow"]
-    values += _padded3(op.ws, 1) + _padded3(op.stride, 1) + _padded3(op.pad, 0)
-    values.append(_MODE_CODES[op.mode])
-    return dims([str(v) for v in values])
-
-
-def _shape_check(what: str, var: str, op, ndim: int, sizes: list[str], where: str) -> str:
+def _kernel_lines(op, ndim: int, kind: str, where: str) -> list[str]:
+    """Lines that check the other inputs, allocate the result and call the kernel."""
+    kernel, _, checks, inputs, (result, alloc, shape), guard = _KINDS[kind]
     nd = op.nd
-    conds = [f"{var}.shape[{i}] != x.shape[{i}]" for i in range(ndim - nd)]
-    conds += [f"{var}.shape[{ndim - nd + i}] != {s}" for i, s in enumerate(sizes[3 - nd :])]
-    return check(" or ".join(conds), f"{where}: {what} does not have the expected shape")
-
-
-def _contig(names: list[str]) -> list[str]:
-    return [f"{n}c = np.ascontiguousarray({n})" for n in names]
-
-
-_OUT = ["od", "oh", "ow"]
-_IN = ["d", "h", "w"]
-
-
-@register_funcify_and_cache_key(Pool)
-def numba_funcify_Pool(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
-    body = [
-        *_pool_out_lines(op, node.inputs[0].ndim),
-        *_contig(["x"]),
-        f"out = np.empty({_out_shape(op)}, dtype=x.dtype)",
-        *_pool_dims(op),
-        "if out.size > 0:",
-        "    pool_forward_fn(xc.ctypes, out.ctypes, dims.ctypes)",
-        "return out",
+    lines = []
+    for what, var, sizes in checks:
+        conds = [f"{var}.shape[{i}] != x.shape[{i}]" for i in range(ndim - nd)]
+        conds += [f"{var}.shape[{ndim - nd + i}] != {s}" for i, s in enumerate(sizes[3 - nd :])]
+        lines.append(
+            check(" or ".join(conds), f"{where}: {what} does not have the expected shape")
+        )
+    if shape == "pooled":  # lead plus the pooled sizes of the real axes
+        shape = "lead + (" + "".join(f"{s}, " for s in _OUT[3 - nd :]) + ")"
+    pointers = ", ".join([f"{a}c.ctypes" for a in inputs] + [f"{result}.ctypes", "dims.ctypes"])
+    return [
+        *[f"{a}c = np.ascontiguousarray({a})" for a in inputs],
+        f"{result} = np.{alloc}({shape}, dtype=x.dtype)",
+        f"if {guard}.size > 0:",
+        f"    {kernel}_fn({pointers})",
+        f"return {result}",
     ]
-    dtype = node.outputs[0].type.dtype
-    return _compile(f"pool_{op.nd}d", body, ["x"], "pool_forward", dtype), _key(op, node)
 
 
-@register_funcify_and_cache_key(MaxPoolGrad)
-def numba_funcify_MaxPoolGrad(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
-    ndim = node.inputs[0].ndim
-    where = f"max pool gradient: {op}"
-    body = [
-        *_pool_out_lines(op, ndim),
-        _shape_check("maxout", "maxout", op, ndim, _OUT, where),
-        _shape_check("the output gradient", "gz", op, ndim, _OUT, where),
-        *_contig(["x", "gz"]),
-        "gx = np.zeros(x.shape, dtype=x.dtype)",
-        *_pool_dims(op),
-        "if gz.size > 0:",
-        "    max_pool_grad_fn(xc.ctypes, gzc.ctypes, gx.ctypes, dims.ctypes)",
-        "return gx",
-    ]
-    dtype = node.outputs[0].type.dtype
-    func = _compile(f"max_pool_{op.nd}d_grad", body, ["x", "maxout", "gz"], "max_pool_grad", dtype)
-    return func, _key(op, node)
+def _register_static(op_class, kind: str, what: str):
+    @ENTRY_POINTS.register(op_class)
+    def build(op, node):
+        ndim = node.inputs[0].ndim
+        ws, st, pad = (_padded3(v, f) for v, f in ((op.ws, 1), (op.stride, 1), (op.pad, 0)))
+        body = _size_lines(op, ndim, ws, st, pad) + _kernel_lines(op, ndim, kind, f"{what}: {op}")
+        kernel = _KINDS[kind]
+        return f"{kernel.name}_{op.nd}d", body, kernel.args, kernel.name
 
 
-@register_funcify_and_cache_key(MaxPoolGradGrad)
-def numba_funcify_MaxPoolGradGrad(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
-    ndim = node.inputs[0].ndim
-    where = f"max pool second-order gradient: {op}"
-    body = [
-        *_pool_out_lines(op, ndim),
-        _shape_check("maxout", "maxout", op, ndim, _OUT, where),
-        _shape_check("the second-order gradient", "ggx", op, ndim, _IN, where),
-        *_contig(["x", "ggx"]),
-        f"out = np.zeros({_out_shape(op)}, dtype=x.dtype)",
-        *_pool_dims(op),
-        "if out.size > 0:",
-        "    max_pool_grad_grad_fn(xc.ctypes, ggxc.ctypes, out.ctypes, dims.ctypes)",
-        "return out",
-    ]
-    dtype = node.outputs[0].type.dtype
-    func = _compile(
-        f"max_pool_{op.nd}d_grad_grad", body, ["x", "maxout", "ggx"], "max_pool_grad_grad", dtype
-    )
-    return func, _key(op, node)
+_register_static(Pool, "pool", "pooling")
+_register_static(MaxPoolGrad, "max_grad", "max pool gradient")
+_register_static(MaxPoolGradGrad, "max_grad_grad", "max pool second-order gradient")
+_register_static(AveragePoolGrad, "average_grad", "average pool gradient")
 
 
-@register_funcify_and_cache_key(AveragePoolGrad)
-def numba_funcify_AveragePoolGrad(op, node, **kwargs):
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
-    ndim = node.inputs[0].ndim
-    where = f"average pool gradient: {op}"
-    body = [
-        *_pool_out_lines(op, ndim),
-        _shape_check("the output gradient", "gz", op, ndim, _OUT, where),
-        *_contig(["gz"]),
-        "gx = np.zeros(x.shape, dtype=x.dtype)",
-        *_pool_dims(op),
-        "if gz.size > 0:",
-        "    average_pool_grad_fn(gzc.ctypes, gx.ctypes, dims.ctypes)",
-        "return gx",
-    ]
-    dtype = node.outputs[0].type.dtype
-    func = _compile(f"average_pool_{op.nd}d_grad", body, ["x", "gz"], "average_pool_grad", dtype)
-    return func, _key(op, node)
-
-
-def _dynamic_lines(op, ndim: int, where: str) -> list[str]:
-    """Like :func:`_pool_out_lines` and :func:`_pool_dims`, from run-time ``ws, st, pd``."""
-    nd = op.nd
+@ENTRY_POINTS.register(DynamicPool)
+def _dynamic_pool(op, node):
+    """Windows known only at run time: the same kernels, sizes computed in the wrapper."""
+    nd, ndim = op.nd, node.inputs[0].ndim
+    where = f"pooling: {op}"
     lines = [
         check(
             f"ws.shape[0] != {nd} or st.shape[0] != {nd} or pd.shape[0] != {nd}",
@@ -218,91 +172,7 @@ def _dynamic_lines(op, ndim: int, where: str) -> list[str]:
     ]
     if not op.ignore_border:
         lines.append(check("p3.max() > 0", f"{where}: padding requires ignore_border=True"))
-    for k, axis in enumerate(_AXES):
-        i = k - (3 - nd)
-        lines.append(f"{axis} = x.shape[{ndim - nd + i}]" if i >= 0 else f"{axis} = 1")
-    for k, axis in enumerate(_AXES):
-        name, v = f"o{axis}", f"({axis} + 2 * p3[{k}])"
-        if op.ignore_border:
-            lines.append(f"{name} = max(0, ({v} - w3[{k}]) // s3[{k}] + 1)")
-        else:
-            lines += [
-                f"if s3[{k}] >= w3[{k}]:",
-                f"    {name} = ({v} - 1) // s3[{k}] + 1",
-                "else:",
-                f"    {name} = max(0, ({v} - 1 - w3[{k}] + s3[{k}]) // s3[{k}]) + 1",
-            ]
-    lead = [f"x.shape[{i}]" for i in range(ndim - nd)]
-    lines.append("lead = (" + "".join(f"{s}, " for s in lead) + ")")
-    lines.append("planes = " + (" * ".join(lead) if lead else "1"))
-    lines += [
-        "dims = np.empty(17, dtype=np.int64)",
-        "dims[0] = planes",
-        "dims[1] = d",
-        "dims[2] = h",
-        "dims[3] = w",
-        "dims[4] = od",
-        "dims[5] = oh",
-        "dims[6] = ow",
-        "dims[7:10] = w3",
-        "dims[10:13] = s3",
-        "dims[13:16] = p3",
-        f"dims[16] = {_MODE_CODES[op.mode]}",
-    ]
-    return lines
-
-
-@register_funcify_and_cache_key(DynamicPool)
-def numba_funcify_DynamicPool(op, node, **kwargs):
-    """Windows known only at run time: the same kernels, sizes computed in the wrapper."""
-    if needs_float16(node):
-        return float16_fallback(op, node, kwargs)
-    ndim = node.inputs[0].ndim
-    where = f"pooling: {op}"
-    head = _dynamic_lines(op, ndim, where)
-    out_shape = _out_shape(op)
-    if op.kind == "pool":
-        args, kernel = ["x"], "pool_forward"
-        body = [
-            *_contig(["x"]),
-            f"out = np.empty({out_shape}, dtype=x.dtype)",
-            "if out.size > 0:",
-            "    pool_forward_fn(xc.ctypes, out.ctypes, dims.ctypes)",
-            "return out",
-        ]
-    elif op.kind == "max_grad":
-        args, kernel = ["x", "maxout", "gz"], "max_pool_grad"
-        body = [
-            _shape_check("maxout", "maxout", op, ndim, _OUT, where),
-            _shape_check("the output gradient", "gz", op, ndim, _OUT, where),
-            *_contig(["x", "gz"]),
-            "gx = np.zeros(x.shape, dtype=x.dtype)",
-            "if gz.size > 0:",
-            "    max_pool_grad_fn(xc.ctypes, gzc.ctypes, gx.ctypes, dims.ctypes)",
-            "return gx",
-        ]
-    elif op.kind == "max_grad_grad":
-        args, kernel = ["x", "maxout", "ggx"], "max_pool_grad_grad"
-        body = [
-            _shape_check("maxout", "maxout", op, ndim, _OUT, where),
-            _shape_check("the second-order gradient", "ggx", op, ndim, _IN, where),
-            *_contig(["x", "ggx"]),
-            f"out = np.zeros({out_shape}, dtype=x.dtype)",
-            "if out.size > 0:",
-            "    max_pool_grad_grad_fn(xc.ctypes, ggxc.ctypes, out.ctypes, dims.ctypes)",
-            "return out",
-        ]
-    else:
-        args, kernel = ["x", "gz"], "average_pool_grad"
-        body = [
-            _shape_check("the output gradient", "gz", op, ndim, _OUT, where),
-            *_contig(["gz"]),
-            "gx = np.zeros(x.shape, dtype=x.dtype)",
-            "if gz.size > 0:",
-            "    average_pool_grad_fn(gzc.ctypes, gx.ctypes, dims.ctypes)",
-            "return gx",
-        ]
-    dtype = node.outputs[0].type.dtype
-    fname = f"dynamic_{kernel}_{op.nd}d"
-    func = _compile(fname, head + body, [*args, "ws", "st", "pd"], kernel, dtype)
-    return func, _key(op, node)
+    ws, st, pad = ([f"{v}3[{k}]" for k in range(3)] for v in "wsp")
+    lines += _size_lines(op, ndim, ws, st, pad) + _kernel_lines(op, ndim, op.kind, where)
+    kernel = _KINDS[op.kind]
+    return f"dynamic_{kernel.name}_{nd}d", lines, [*kernel.args, "ws", "st", "pd"], kernel.name

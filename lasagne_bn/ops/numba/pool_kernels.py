@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange
+from numba import carray, prange
 
 from lasagne_bn.ops.numba.threads import POOL, ensure_symbols, enter_threads, set_num_threads
 
@@ -146,49 +146,39 @@ POOL_DIMS = 17
 
 
 @driver
-def _pool_threads(d):
-    """Set the thread count for a call (window reads: P OD OH OW wd wh ww); the old one."""
-    return enter_threads(d[0] * d[4] * d[5] * d[6] * d[7] * d[8] * d[9], POOL)
+def _pool_call(d_ptr):
+    """A call's input and output shapes, window, stride and padding, mode, and the
+    thread count it replaced (set for its window reads, P OD OH OW wd wh ww)."""
+    d = carray(d_ptr, (POOL_DIMS,))
+    shapes = (d[0], d[1], d[2], d[3]), (d[0], d[4], d[5], d[6])
+    previous = enter_threads(d[0] * d[4] * d[5] * d[6] * d[7] * d[8] * d[9], POOL)
+    return shapes, (d[7:10], d[10:13], d[13:16]), d[16], previous
 
 
 def _pool_forward_entry(x_ptr, out_ptr, d_ptr):
-    d = numba.carray(d_ptr, (POOL_DIMS,))
-    x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
-    out4 = numba.carray(out_ptr, (d[0], d[4], d[5], d[6]))
-    previous = _pool_threads(d)
-    pool_forward(x4, out4, d[7:10], d[10:13], d[13:16], d[16])
+    (xs, ys), windows, mode, previous = _pool_call(d_ptr)
+    pool_forward(carray(x_ptr, xs), carray(out_ptr, ys), *windows, mode)
     set_num_threads(previous)
     return 0
 
 
 def _max_pool_grad_entry(x_ptr, gz_ptr, gx_ptr, d_ptr):
-    d = numba.carray(d_ptr, (POOL_DIMS,))
-    x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
-    gz4 = numba.carray(gz_ptr, (d[0], d[4], d[5], d[6]))
-    gx4 = numba.carray(gx_ptr, (d[0], d[1], d[2], d[3]))
-    previous = _pool_threads(d)
-    max_pool_grad(x4, gz4, gx4, d[7:10], d[10:13], d[13:16])
+    (xs, ys), windows, _, previous = _pool_call(d_ptr)
+    max_pool_grad(carray(x_ptr, xs), carray(gz_ptr, ys), carray(gx_ptr, xs), *windows)
     set_num_threads(previous)
     return 0
 
 
 def _max_pool_grad_grad_entry(x_ptr, ggx_ptr, out_ptr, d_ptr):
-    d = numba.carray(d_ptr, (POOL_DIMS,))
-    x4 = numba.carray(x_ptr, (d[0], d[1], d[2], d[3]))
-    ggx4 = numba.carray(ggx_ptr, (d[0], d[1], d[2], d[3]))
-    out4 = numba.carray(out_ptr, (d[0], d[4], d[5], d[6]))
-    previous = _pool_threads(d)
-    max_pool_grad_grad(x4, ggx4, out4, d[7:10], d[10:13], d[13:16])
+    (xs, ys), windows, _, previous = _pool_call(d_ptr)
+    max_pool_grad_grad(carray(x_ptr, xs), carray(ggx_ptr, xs), carray(out_ptr, ys), *windows)
     set_num_threads(previous)
     return 0
 
 
 def _average_pool_grad_entry(gz_ptr, gx_ptr, d_ptr):
-    d = numba.carray(d_ptr, (POOL_DIMS,))
-    gz4 = numba.carray(gz_ptr, (d[0], d[4], d[5], d[6]))
-    gx4 = numba.carray(gx_ptr, (d[0], d[1], d[2], d[3]))
-    previous = _pool_threads(d)
-    average_pool_grad(gz4, gx4, d[7:10], d[10:13], d[13:16], d[16])
+    (xs, ys), windows, mode, previous = _pool_call(d_ptr)
+    average_pool_grad(carray(gz_ptr, ys), carray(gx_ptr, xs), *windows, mode)
     set_num_threads(previous)
     return 0
 
