@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import subprocess
 import sys
 import warnings
@@ -20,6 +21,7 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.graph.op import Op
 
+import lasagne_bn
 from lasagne_bn._compat_pytensor import (
     IFELSE_MODULES,
     PYTENSOR_VERSION,
@@ -29,12 +31,20 @@ from lasagne_bn._compat_pytensor import (
 from lasagne_bn.ops import batch_normalization_train
 from lasagne_bn.ops.pool import pool_2d
 
-OP_MODULES = ("lasagne_bn.ops.bn", "lasagne_bn.ops.conv", "lasagne_bn.ops.pool")
+
+def _package_modules():
+    # Every module of the package (an Op added anywhere is checked), but not
+    # ``__main__``, which runs the CLI when imported.
+    names = ["lasagne_bn"]
+    for info in pkgutil.walk_packages(lasagne_bn.__path__, "lasagne_bn."):
+        if not info.name.endswith("__main__"):
+            names.append(info.name)
+    return names
 
 
 def _our_ops_with_infer_shape():
     found = []
-    for name in OP_MODULES:
+    for name in _package_modules():
         for obj in vars(importlib.import_module(name)).values():
             if (
                 inspect.isclass(obj)

@@ -34,6 +34,7 @@ from pytensor.tensor.rewriting.ofg import inline_ofg_node
 from pytensor.tensor.special import LogSoftmax, Softmax
 from pytensor.tensor.type import TensorType
 
+from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.c import common as c_common
 
 __all__ = ["REWRITE_TAG", "ScipyDot22", "c_mode"]
@@ -67,7 +68,8 @@ class ScipyDot22(COp):
             z = z * z.dtype.type(inputs[2])
         output_storage[0][0] = z.astype(x.dtype, copy=False)
 
-    def infer_shape(self, fgraph, node, shapes):
+    @compatible_infer_shape
+    def infer_shape(self, node, shapes):
         return [(shapes[0][0], shapes[1][1])]
 
     def c_support_code(self, **kwargs):
