@@ -106,25 +106,34 @@ def test_training_outputs_and_new_state_equal_pytensor_function(mode):
         )
 
 
+def _pytensor_loss(l_in, out):
+    """The training loss as a PyTensor graph of (input, targets), and the parameters."""
+    target = pytensor.tensor.matrix("t", dtype="float32")
+    y_pt = get_output(out, deterministic=False, return_updates=True)[0]
+    loss = -(target * pytensor.tensor.log(y_pt)).sum(axis=1).mean()
+    return loss, [l_in.input_var, target], get_all_params(out, trainable=True)
+
+
+def _assert_param_grads_equal(model, params, jgrads, grads, rtol):
+    names = {id(p): n for n, p in model._shared.items()}
+    for p, g in zip(params, grads, strict=True):
+        np.testing.assert_allclose(np.asarray(jgrads[names[id(p)]]), g, rtol=rtol, atol=1e-6)
+
+
 @pytest.mark.parametrize("gradients", ["pytensor", "jax"])
 def test_gradients_equal_pytensor_grad(gradients):
     l_in, out = build()
     model = export(out, gradients=gradients)
     x, t = data(seed=2)
-    target = pytensor.tensor.matrix("t", dtype="float32")
-    y_pt = get_output(out, deterministic=False, return_updates=True)[0]
-    loss = -(target * pytensor.tensor.log(y_pt)).sum(axis=1).mean()
-    params = get_all_params(out, trainable=True)
-    grads = pytensor.function([l_in.input_var, target], pytensor.grad(loss, params))(x, t)
+    loss, inputs, params = _pytensor_loss(l_in, out)
+    grads = pytensor.function(inputs, pytensor.grad(loss, params))(x, t)
 
     def loss_of(p):
         y, _ = model.apply(p, model.state, x, train=True)
         return _loss(y, t)
 
     jgrads = jax.jit(jax.grad(loss_of))(model.params)
-    names = {id(p): n for n, p in model._shared.items()}
-    for p, g in zip(params, grads, strict=True):
-        np.testing.assert_allclose(np.asarray(jgrads[names[id(p)]]), g, rtol=2e-4, atol=1e-6)
+    _assert_param_grads_equal(model, params, jgrads, grads, rtol=2e-4)
 
 
 @pytest.mark.parametrize("gradients", ["pytensor", "jax"])
@@ -133,12 +142,9 @@ def test_second_order_gradient_penalty_equals_pytensor(gradients):
     l_in, out = build()
     model = export(out, gradients=gradients)
     x, t = data(seed=3)
-    target = pytensor.tensor.matrix("t", dtype="float32")
-    y_pt = get_output(out, deterministic=False, return_updates=True)[0]
-    loss = -(target * pytensor.tensor.log(y_pt)).sum(axis=1).mean()
+    loss, inputs, params = _pytensor_loss(l_in, out)
     penalty = (pytensor.grad(loss, l_in.input_var) ** 2).sum()
-    params = get_all_params(out, trainable=True)
-    expected = pytensor.function([l_in.input_var, target], pytensor.grad(penalty, params))(x, t)
+    expected = pytensor.function(inputs, pytensor.grad(penalty, params))(x, t)
 
     def penalty_of(p):
         def loss_of(xs):
@@ -147,9 +153,7 @@ def test_second_order_gradient_penalty_equals_pytensor(gradients):
         return (jax.grad(loss_of)(x) ** 2).sum()
 
     got = jax.jit(jax.grad(penalty_of))(model.params)
-    names = {id(p): n for n, p in model._shared.items()}
-    for p, g in zip(params, expected, strict=True):
-        np.testing.assert_allclose(np.asarray(got[names[id(p)]]), g, rtol=2e-3, atol=1e-5)
+    _assert_param_grads_equal(model, params, got, expected, rtol=2e-3)
 
 
 def test_gradients_option():
