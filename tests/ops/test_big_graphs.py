@@ -21,6 +21,7 @@ import pytest
 from pytensor.compile.mode import NUMBA, Mode
 
 from lasagne_bn import objectives, updates
+from lasagne_bn._compat_pytensor import PYTENSOR_VERSION
 from lasagne_bn.layers import (
     Conv2DLayer,
     DenseLayer,
@@ -122,10 +123,14 @@ def test_node_by_node_trains_exactly_like_the_whole_graph(seeded_init):
     f, node_loss, node_state = _one_step(_node_mode(max_interface=0), x, y, loss, upd, xs, ys)
     assert f.maker.linker.per_node(f.maker.fgraph)
     g, whole_loss, whole_state = _one_step(NUMBA, x, y, loss, upd, xs, ys)
-    # The same node functions on the same buffers in the same order: bit for bit.
-    assert node_loss == whole_loss
+    # The same node functions on the same buffers in the same order: bit for
+    # bit on PyTensor 3.0.  With PyTensor 3.3.8 the second step's loss
+    # differed in its last bit (the whole graph is one LLVM module there, the
+    # node functions separate ones): a few ulps.
+    ulps = 0 if PYTENSOR_VERSION < (3, 1, 0) else 4
+    np.testing.assert_array_max_ulp(np.array(node_loss), np.array(whole_loss), maxulp=ulps)
     for got, want in zip(node_state, whole_state, strict=True):
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_max_ulp(got, want, maxulp=ulps)
     _, ref_loss, ref_state = _one_step("FAST_COMPILE", x, y, loss, upd, xs, ys)
     np.testing.assert_allclose(node_loss, ref_loss, rtol=1e-5)
     for got, want in zip(node_state, ref_state, strict=True):
