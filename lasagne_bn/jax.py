@@ -34,6 +34,7 @@ statistics (and their gradients) sums over that mapped axis, as Flax's
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -299,19 +300,17 @@ def _with_pytensor_gradient(
     except Exception:  # an Op without a PyTensor gradient: JAX's autodiff still works
         return fn
     inputs, cotangents, grads = _accumulate_in(precision, inputs, cotangents, grads)
-    backward: list = []
 
+    @functools.cache
     def backward_fn():
-        if not backward:
-            # Called while JAX traces: the linker turns constants into arrays,
-            # which must be concrete ones, not tracers of this trace.
-            flags = pytensor.config.change_flags(floatX=precision)
-            with context(), flags, jax.ensure_compile_time_eval():
-                compiled = pytensor.function(
-                    [*inputs, *cotangents], grads, mode="JAX", on_unused_input="ignore"
-                )
-            backward.append(compiled.vm.jit_fn)
-        return backward[0]
+        # Called while JAX traces: the linker turns constants into arrays,
+        # which must be concrete ones, not tracers of this trace.
+        flags = pytensor.config.change_flags(floatX=precision)
+        with context(), flags, jax.ensure_compile_time_eval():
+            compiled = pytensor.function(
+                [*inputs, *cotangents], grads, mode="JAX", on_unused_input="ignore"
+            )
+        return compiled.vm.jit_fn
 
     @jax.custom_vjp
     def run(*args):
