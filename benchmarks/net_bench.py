@@ -711,8 +711,8 @@ def load_average() -> str:
 # per-Op profile of ours/default's training step
 
 
-def profile_ours(net: str, size: str, calls: int) -> None:
-    """Time each node of the default mode's training step, summed per Op.
+def profile_ours(net: str, size: str, calls: int, step: str = "train") -> None:
+    """Time each node of the default mode's training (or inference) step, summed per Op.
 
     A graph compiled node by node (``NumbaNodeLinker``) is run node by node
     here with a timer around each call; a whole-graph Numba function has no
@@ -740,12 +740,17 @@ def profile_ours(net: str, size: str, calls: int) -> None:
         values = np.load(weights)
         for p in lasagne_params(graph):
             p.set_value(values[p.name])
-        fn = pytensor.function(
-            list(graph["train_inputs"].values()), graph["loss"], updates=graph["updates"],
-            mode=mode,
-        )  # fmt: skip
+        if step == "train":
+            fn = pytensor.function(
+                list(graph["train_inputs"].values()), graph["loss"], updates=graph["updates"],
+                mode=mode,
+            )  # fmt: skip
+        else:
+            fn = pytensor.function(
+                list(graph["infer_inputs"].values()), graph["infer"], mode=mode
+            )  # fmt: skip
     data = make_data(net, cfg)
-    args = [data[k] for k in graph["train_inputs"]]
+    args = [data[k] for k in graph[f"{step}_inputs"]]
     program = _find_program(fn)
     if program is None or not isinstance(program, _NodeProgram):
         raise RuntimeError("could not find the node program of the compiled function")
@@ -771,7 +776,7 @@ def profile_ours(net: str, size: str, calls: int) -> None:
     total = sum(per_op.values())
     step_ms = statistics.median(wall) * 1e3
     print(
-        f"\nper-Op profile of ours/default's training step, {net} ({size}), {calls} calls, "
+        f"\nper-Op profile of ours/default's {step} step, {net} ({size}), {calls} calls, "
         f"{len(original)} nodes; median step {step_ms:.1f} ms (profiling adds a timer per "
         f"node); {load_average()}"
     )
@@ -920,6 +925,10 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--profile", choices=NETS, help="per-Op profile of ours/default's step")
     parser.add_argument("--profile-calls", type=int, default=3)
+    parser.add_argument(
+        "--profile-step", choices=("train", "infer"), default="train",
+        help="which step --profile times",
+    )  # fmt: skip
     parser.add_argument("--_worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     size = "tiny" if args.tiny else "full"
@@ -928,7 +937,7 @@ def main(argv=None) -> int:
         return 0
     if args.profile:
         with Contention(args.contend[0]):
-            profile_ours(args.profile, size, args.profile_calls)
+            profile_ours(args.profile, size, args.profile_calls, args.profile_step)
         return 0
     import torch
 

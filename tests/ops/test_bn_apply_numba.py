@@ -55,3 +55,47 @@ def test_parameters_that_broadcast_at_run_time_take_the_expression():
     one = np.full((1, 1, 1, 1), 2.0, dtype=x.dtype)  # size 1, not the 3 channels
     # (1 - 2) * (2 / 2) + 2, broadcast over the 3 channels, as NumPy (and perform) do
     np.testing.assert_allclose(f(xv, one, one, one, one), np.ones((2, 3, 2, 2)))
+
+
+# Which parameters are scalars (all axes broadcastable): Lasagne's inference
+# graph folds inv_std into gamma and passes std = 1 as a constant.
+SCALARS = [(3,), (0, 3), (1, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("scalars", SCALARS, ids=lambda v: "scalar" + "".join(map(str, v)))
+def test_scalar_parameters_take_the_loop_and_equal_perform(scalars, dtype):
+    from lasagne_bn.ops.numba.bn import _apply_loop
+
+    rng = np.random.default_rng(1)
+    shape = (4, 5, 3, 6)
+    x = pt.tensor(dtype=dtype, shape=(None,) * 4)
+    channel = pt.tensor(dtype=dtype, shape=(1, None, 1, 1))
+    params, values = [], []
+    for k in range(4):
+        pshape = (1, 1, 1, 1) if k in scalars else (1, 5, 1, 1)
+        params.append(pt.tensor(dtype=dtype, shape=pshape) if k in scalars else channel.type())
+        values.append((0.5 + rng.random(pshape)).astype(dtype))
+    out = batch_normalization(x, *params)
+    assert _apply_loop(out.owner, dtype), "the per-channel loop should serve this layout"
+    fast = pytensor.function([x, *params], out)
+    reference = pytensor.function([x, *params], out, mode=Mode(linker="py", optimizer=None))
+    xv = (1e3 + rng.standard_normal(shape)).astype(dtype)
+    want = reference(xv, *values)
+    got = fast(xv, *values)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=np.finfo(dtype).eps * 4, atol=0)
+
+
+def test_all_scalar_parameters_take_the_expression():
+    from lasagne_bn.ops.numba.bn import _apply_loop
+
+    x = pt.tensor4("x")
+    params = [pt.tensor4(shape=(1, 1, 1, 1)) for _ in range(4)]
+    out = batch_normalization(x, *params)
+    assert _apply_loop(out.owner, x.dtype) == []  # no channel axis to loop over
+    values = [np.full((1, 1, 1, 1), v, dtype=x.dtype) for v in (2.0, 1.0, 0.5, 4.0)]
+    xv = np.arange(24, dtype=x.dtype).reshape(2, 3, 2, 2)
+    np.testing.assert_allclose(
+        pytensor.function([x, *params], out)(xv, *values), (xv - 0.5) * 0.5 + 1
+    )

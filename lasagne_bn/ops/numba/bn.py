@@ -302,35 +302,42 @@ def numba_funcify_BatchNormApply(op, node, **kwargs):
 
 
 def _apply_loop(node, dtype: str) -> list[str]:
-    """Per-channel loop lines for ``BatchNormApply`` whose parameters share one layout.
+    """Per-channel loop lines for ``BatchNormApply`` over one channel layout.
 
     Numba runs the broadcasting expression over a 4-d input one element at
-    a time through its index arithmetic (several times slower than this
-    loop); the loop computes the same expression, ``(x - mean) * (gamma /
-    std) + beta``, per channel.  Used when every parameter has the input's
-    ndim, the same broadcastable axes, and the kept axes are adjacent;
-    otherwise (or when a parameter's size is not the channel count at run
-    time) the expression runs.
+    a time through its index arithmetic (ten times slower than this loop
+    on a ResNet's (128, 16, 32, 32) activations); the loop computes the same
+    expression, ``(x - mean) * (gamma / std) + beta``, per channel.  Used
+    when every parameter has the input's ndim and either the channels'
+    broadcast pattern or none but broadcastable axes (a scalar: Lasagne's
+    inference graph folds ``inv_std`` into ``gamma`` and passes ``std = 1``),
+    and the kept axes are adjacent; otherwise (or when a per-channel
+    parameter's size is not the channel count at run time) the expression
+    runs.
     """
     x, *params = node.inputs
-    patterns = {p.type.broadcastable for p in params}
-    if len(patterns) != 1 or any(p.ndim != x.ndim for p in params):
+    if any(p.ndim != x.ndim for p in params):
+        return []
+    scalar = tuple(all(p.type.broadcastable) for p in params)
+    patterns = {p.type.broadcastable for p, s in zip(params, scalar, strict=True) if not s}
+    if len(patterns) != 1:
         return []
     (pattern,) = patterns
     axes = tuple(i for i, b in enumerate(pattern) if b)
     if not axes or channel_block(axes, x.ndim) is None:
         return []
-    lines = _views("BatchNormApply", x.ndim, axes, ["x"])
     names = ["gamma", "beta", "mean", "std"]
-    lines.append("if " + " and ".join(f"{n}.size == C" for n in names) + ":")
-    body = [f"{n}1 = np.ascontiguousarray({n}).reshape(C)" for n in names]
+    at = {n: "0" if s else "c" for n, s in zip(names, scalar, strict=True)}
+    lines = _views("BatchNormApply", x.ndim, axes, ["x"])
+    lines.append("if " + " and ".join(f"{n}.size == C" for n in names if at[n] == "c") + ":")
+    body = [f"{n}1 = np.ascontiguousarray({n}).reshape({n}.size)" for n in names]
     body += [
         f"out3 = np.empty((A, C, B), dtype=np.{dtype})",
         "for a in range(A):",
         "    for c in range(C):",
-        "        m = mean1[c]",
-        "        s = gamma1[c] / std1[c]",
-        "        t = beta1[c]",
+        f"        m = mean1[{at['mean']}]",
+        f"        s = gamma1[{at['gamma']}] / std1[{at['std']}]",
+        f"        t = beta1[{at['beta']}]",
         "        for b in range(B):",
         "            out3[a, c, b] = (x3[a, c, b] - m) * s + t",
         "return out3.reshape(x.shape)",
