@@ -99,3 +99,29 @@ def test_all_scalar_parameters_take_the_expression():
     np.testing.assert_allclose(
         pytensor.function([x, *params], out)(xv, *values), (xv - 0.5) * 0.5 + 1
     )
+
+
+def test_layouts_that_differ_in_broadcasting_only_do_not_share_code():
+    # Same Op, dtypes and ndims: a scalar std first, then a per-channel one.
+    # The generated code of the first indexes std at 0; the second must not
+    # get it from the cache (it did when the key held dtypes and ndims only).
+    from lasagne_bn.ops.numba._codegen import node_key
+
+    x = pt.tensor3("x")
+    channel = [pt.tensor3(n, shape=(1, None, 1)) for n in "gbm"]
+    scalar_std = pt.tensor3("s1", shape=(1, 1, 1))
+    channel_std = pt.tensor3("s", shape=(1, None, 1))
+    rng = np.random.default_rng(2)
+    xv = rng.normal(size=(3, 4, 2))
+    pv = [rng.normal(size=(1, 4, 1)) for _ in range(3)]
+    first = batch_normalization(x, *channel, scalar_std)
+    second = batch_normalization(x, *channel, channel_std)
+    assert node_key(first.owner.op, first.owner, "v") != node_key(
+        second.owner.op, second.owner, "v"
+    )
+    sv = np.full((1, 1, 1), 1.5)
+    got = pytensor.function([x, *channel, scalar_std], first)(xv, *pv, sv)
+    np.testing.assert_allclose(got, (xv - pv[2]) * (pv[0] / sv) + pv[1], rtol=1e-12)
+    std = rng.uniform(1, 2, (1, 4, 1))
+    got = pytensor.function([x, *channel, channel_std], second)(xv, *pv, std)
+    np.testing.assert_allclose(got, (xv - pv[2]) * (pv[0] / std) + pv[1], rtol=1e-12)

@@ -46,12 +46,17 @@ def source_version(*paths: str | Path) -> str:
 
 
 def node_key(op, node, version: str) -> str:
-    """The cache key of ``node``'s generated wrapper: Op, props, types and code version."""
+    """The cache key of ``node``'s generated wrapper: Op, props, types and code version.
+
+    The types' broadcast patterns are part of it: generated code may depend
+    on them (``BatchNormApply`` indexes a scalar parameter at 0), so two
+    nodes that differ only there must not share a cached wrapper.
+    """
     parts = (
         type(op).__name__,
         repr(op._props_dict()),
-        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
-        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
+        tuple((i.type.dtype, i.type.broadcastable) for i in node.inputs),
+        tuple((o.type.dtype, o.type.broadcastable) for o in node.outputs),
         version,
     )
     return sha256(repr(parts).encode()).hexdigest()

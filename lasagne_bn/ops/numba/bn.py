@@ -329,7 +329,9 @@ def _apply_loop(node, dtype: str) -> list[str]:
     names = ["gamma", "beta", "mean", "std"]
     at = {n: "0" if s else "c" for n, s in zip(names, scalar, strict=True)}
     lines = _views("BatchNormApply", x.ndim, axes, ["x"])
-    lines.append("if " + " and ".join(f"{n}.size == C" for n in names if at[n] == "c") + ":")
+    # Sizes checked for the scalars too: a wrapper must be right for any input.
+    sizes = {"c": "C", "0": "1"}
+    lines.append("if " + " and ".join(f"{n}.size == {sizes[at[n]]}" for n in names) + ":")
     body = [f"{n}1 = np.ascontiguousarray({n}).reshape({n}.size)" for n in names]
     body += [
         f"out3 = np.empty((A, C, B), dtype=np.{dtype})",
