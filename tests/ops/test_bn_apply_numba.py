@@ -104,8 +104,10 @@ def test_all_scalar_parameters_take_the_expression():
 def test_layouts_that_differ_in_broadcasting_only_do_not_share_code():
     # Same Op, dtypes and ndims: a scalar std first, then a per-channel one.
     # The generated code of the first indexes std at 0; the second must not
-    # get it from the cache (it did when the key held dtypes and ndims only).
+    # get it from the cache (it did when the key held dtypes and ndims, not
+    # the generated code).
     from lasagne_bn.ops.numba._codegen import node_key
+    from lasagne_bn.ops.numba.bn import _apply_loop
 
     x = pt.tensor3("x")
     channel = [pt.tensor3(n, shape=(1, None, 1)) for n in "gbm"]
@@ -116,9 +118,12 @@ def test_layouts_that_differ_in_broadcasting_only_do_not_share_code():
     pv = [rng.normal(size=(1, 4, 1)) for _ in range(3)]
     first = batch_normalization(x, *channel, scalar_std)
     second = batch_normalization(x, *channel, channel_std)
-    assert node_key(first.owner.op, first.owner, "v") != node_key(
-        second.owner.op, second.owner, "v"
-    )
+    codes = [_apply_loop(out.owner, "float64") for out in (first, second)]
+    keys = [
+        node_key(out.owner.op, out.owner, "v", code)
+        for out, code in zip((first, second), codes, strict=True)
+    ]
+    assert codes[0] != codes[1] and keys[0] != keys[1]
     sv = np.full((1, 1, 1), 1.5)
     got = pytensor.function([x, *channel, scalar_std], first)(xv, *pv, sv)
     np.testing.assert_allclose(got, (xv - pv[2]) * (pv[0] / sv) + pv[1], rtol=1e-12)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from hashlib import sha256
 from pathlib import Path
 
@@ -45,18 +45,21 @@ def source_version(*paths: str | Path) -> str:
     return sha256(b"".join(Path(p).read_bytes() for p in paths)).hexdigest()[:16]
 
 
-def node_key(op, node, version: str) -> str:
-    """The cache key of ``node``'s generated wrapper: Op, props, types and code version.
+def node_key(op, node, version: str, source: Sequence[str] = ()) -> str:
+    """The cache key of ``node``'s generated wrapper: Op, props, types, code and version.
 
-    The types' broadcast patterns are part of it: generated code may depend
-    on them (``BatchNormApply`` indexes a scalar parameter at 0), so two
-    nodes that differ only there must not share a cached wrapper.
+    ``source`` is the wrapper's generated body: the code may depend on more
+    than the types' dtypes and ndims (``BatchNormApply`` indexes a scalar
+    parameter at 0), so two nodes share a cached wrapper only when their
+    code is the same, and nodes whose code is the same share it whatever
+    their static shapes.
     """
     parts = (
         type(op).__name__,
         repr(op._props_dict()),
-        tuple((i.type.dtype, i.type.broadcastable) for i in node.inputs),
-        tuple((o.type.dtype, o.type.broadcastable) for o in node.outputs),
+        tuple((i.type.dtype, i.type.ndim) for i in node.inputs),
+        tuple((o.type.dtype, o.type.ndim) for o in node.outputs),
+        tuple(source),
         version,
     )
     return sha256(repr(parts).encode()).hexdigest()
@@ -99,9 +102,9 @@ class EntryPoints:
     def signature(self, name: str, dtype: str):
         return self._signature(self.kernels(), name, dtype)
 
-    def key(self, op, node) -> str:
+    def key(self, op, node, source: Sequence[str] = ()) -> str:
         """``node``'s cache key (:func:`node_key` with this version)."""
-        return node_key(op, node, self.version)
+        return node_key(op, node, self.version, source)
 
     @functools.cache  # noqa: B019  (a few module-level instances, alive for the process)
     def address(self, name: str, dtype: str) -> int:
@@ -164,7 +167,7 @@ class EntryPoints:
                     return float16_fallback(op, node, kwargs)
                 fname, body, args, kernel = build(op, node)
                 dtype = node.outputs[0].type.dtype
-                return self.compile(fname, body, args, (kernel,), dtype), self.key(op, node)
+                return self.compile(fname, body, args, (kernel,), dtype), self.key(op, node, body)
 
             return build
 

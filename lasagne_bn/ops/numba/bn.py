@@ -223,7 +223,7 @@ def numba_funcify_BatchNormTrain(op, node, **kwargs):
         ]
     else:
         body.append("return out, mean_o, invstd_o")
-    key = ENTRY_POINTS.key(op, node)
+    key = ENTRY_POINTS.key(op, node, body)
     return _compile("batch_norm_train", body, args, ("train_forward",), dtype), key
 
 
@@ -255,7 +255,7 @@ def numba_funcify_BatchNormTrainGrad(op, node, **kwargs):
     body.append(
         f"return dx, dgamma.astype({st}).reshape(st_shape), dbeta.astype({st}).reshape(st_shape)"
     )
-    key = ENTRY_POINTS.key(op, node)
+    key = ENTRY_POINTS.key(op, node, body)
     args = ["x", "dy", *params]
     return _compile("batch_norm_train_grad", body, args, ("train_backward",), dtype), key
 
@@ -281,7 +281,7 @@ def numba_funcify_BatchNormInference(op, node, **kwargs):
     body += _restore(ndim, axes, "out3", "out", "x")
     body.append("return out")
     args = ["x", "gamma", "beta", "mean", "var", "epsilon"]
-    key = ENTRY_POINTS.key(op, node)
+    key = ENTRY_POINTS.key(op, node, body)
     return _compile("batch_norm_inference", body, args, ("inference",), dtype), key
 
 
@@ -297,7 +297,7 @@ def numba_funcify_BatchNormApply(op, node, **kwargs):
     else:
         body = _apply_loop(node, dtype)
         body.append(f"return ((x - mean) * (gamma / std) + beta).astype(np.{dtype})")
-    key = ENTRY_POINTS.key(op, node)
+    key = ENTRY_POINTS.key(op, node, body)
     return _compile("batch_norm_apply", body, args), key
 
 
@@ -350,4 +350,4 @@ def _apply_loop(node, dtype: str) -> list[str]:
 @register_funcify_and_cache_key(RangeCheck)
 def numba_funcify_RangeCheck(op, node, **kwargs):
     body = ["v = float(x.item())", *_scalar_check(op.rule, "v"), "return x"]
-    return _compile("range_check", body, ["x"]), ENTRY_POINTS.key(op, node)
+    return _compile("range_check", body, ["x"]), ENTRY_POINTS.key(op, node, body)

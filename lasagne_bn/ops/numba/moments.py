@@ -46,4 +46,6 @@ def numba_funcify_Moments(op, node, **kwargs):
     # transpose puts them first, in order), so a reshape restores them.
     outputs = [f"stats[{row}].astype({st}).reshape(st_shape)" for row in range(4)]
     body.append(f"return {', '.join(outputs)}")
-    return _compile("moments", body, ["x"], ("moments",), dtype), node_key(op, node, _VERSION)
+    return _compile("moments", body, ["x"], ("moments",), dtype), node_key(
+        op, node, _VERSION, body
+    )
