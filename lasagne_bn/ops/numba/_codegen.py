@@ -45,7 +45,7 @@ def source_version(*paths: str | Path) -> str:
     return sha256(b"".join(Path(p).read_bytes() for p in paths)).hexdigest()[:16]
 
 
-def node_key(op, node, version: str, source: Sequence[str] = ()) -> str:
+def node_key(op, node, version: str, source: Sequence[str]) -> str:
     """The cache key of ``node``'s generated wrapper: Op, props, types, code and version.
 
     ``source`` is the wrapper's generated body: the code may depend on more
@@ -102,7 +102,7 @@ class EntryPoints:
     def signature(self, name: str, dtype: str):
         return self._signature(self.kernels(), name, dtype)
 
-    def key(self, op, node, source: Sequence[str] = ()) -> str:
+    def key(self, op, node, source: Sequence[str]) -> str:
         """``node``'s cache key (:func:`node_key` with this version)."""
         return node_key(op, node, self.version, source)
 
