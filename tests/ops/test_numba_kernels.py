@@ -16,7 +16,9 @@ SHAPES = [
     (7, 300, 1),  # a partial column block, 3 leftover rows
     (130, 513, 1),  # several blocks and row chunks
     (4, 2 * nk.COLUMN_BLOCK, 1),  # exact blocks, one sweep
-    (9, 5, 6),  # inner > 1 (NCHW-like)
+    (9, 5, 6),  # inner > 1 (NCHW-like), shorter rows than one vector block
+    (3, 4, 2 * nk.SUM_VECTORS * nk.SUM_LANES),  # inner > 1, whole vector blocks
+    (5, 3, 3 * nk.SUM_VECTORS * nk.SUM_LANES + 7),  # inner > 1, blocks and a remainder
 ]
 
 

@@ -153,7 +153,13 @@ class EntryPoints:
         src = f"def {fname}({', '.join(args)}):\n" + "".join(
             f"    {line}\n" for line in prologue + body
         )
-        return numba_njit(compile_numba_function_src(src, fname, global_env=namespace))
+        # fastmath=False, unlike PyTensor's default: with it the optimizer chose
+        # per compile whether ``(x - m) * s + t`` became one FMA, and a wrapper
+        # just compiled and the same wrapper loaded from the disk cache gave
+        # different last bits (see bn_kernels.FASTMATH).
+        return numba_njit(
+            compile_numba_function_src(src, fname, global_env=namespace), fastmath=False
+        )
 
     def register(self, op_class):
         """Decorator: ``build(op, node) -> (fname, body, args, kernel)`` makes ``op_class``'s

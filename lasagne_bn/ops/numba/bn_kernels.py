@@ -35,11 +35,18 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from lasagne_bn.ops.numba.threads import BATCH_NORM, ensure_symbols, enter_threads, set_num_threads
 
-FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorised sums; NaN/Inf still propagate
+# No "reassoc": with it LLVM picks the order of a vectorised sum each time it
+# optimizes the loop, and Numba runs a parallel kernel's loop body optimized
+# once when it has just compiled it but optimized twice (linked into its
+# caller) when it loads it from the disk cache, so one seed trained to other
+# last bits on a cold cache than on a warm one.  The sums that need vectors
+# are written with them instead (:func:`_row_sums`), in a fixed order.
+FASTMATH = {"contract", "nsz", "arcp"}  # NaN/Inf still propagate
 
 TASKS = 32
 
@@ -236,6 +243,155 @@ def _row_impl(y2, a, c0, n):
     return lambda y2, a, c0, n: y2[a, c0 : c0 + n]
 
 
+SUM_LANES = 8  # float64 lanes per vector accumulator (one AVX-512 register)
+SUM_VECTORS = 2  # accumulators per sum, so consecutive adds do not wait on each other
+
+
+@intrinsic
+def _row_sums(typingctx, x, y, start, n, center):
+    """``sum(t1), sum(t2)`` over ``x[start : start + n]`` (flat), the two :func:`_terms`.
+
+    Float32 or float64 ``x`` (and ``y``, or ``None``); the elements are
+    widened to float64 and summed in SUM_VECTORS x SUM_LANES vector
+    accumulators, element ``k`` into lane ``k % (SUM_VECTORS * SUM_LANES)``,
+    the remainder in order after them, the lanes added up in a fixed tree:
+    the same bits from every compile, at vector speed.
+    """
+    if not isinstance(x, types.Array) or x.dtype not in (types.float32, types.float64):
+        return None
+    if y is not types.none and (not isinstance(y, types.Array) or y.dtype != x.dtype):
+        return None
+    sig = types.UniTuple(types.float64, 2)(x, y, types.intp, types.intp, types.float64)
+
+    def codegen(context, builder, signature, args):
+        x_arg, y_arg, start, n, center = args
+        xty, yty = signature.args[0], signature.args[1]
+        f64 = ir.DoubleType()
+        intp = start.type
+        lanes = SUM_LANES
+        block = SUM_VECTORS * lanes
+        vec = ir.VectorType(f64, lanes)
+
+        def data(ty, value):
+            base = context.make_array(ty)(context, builder, value).data
+            return builder.gep(base, [start])
+
+        def widen(value):  # float32 to float64, exactly; float64 as it is
+            wide = vec if isinstance(value.type, ir.VectorType) else f64
+            return value if value.type == wide else builder.fpext(value, wide)
+
+        xp = data(xty, x_arg)
+        yp = None if yty is types.none else data(yty, y_arg)
+        elem = xp.type.pointee
+        vptr = ir.VectorType(elem, lanes).as_pointer()
+        itemsize = context.get_abi_sizeof(elem)
+        centers = builder.shuffle_vector(
+            builder.insert_element(
+                ir.Constant(vec, ir.Undefined), center, ir.Constant(ir.IntType(32), 0)
+            ),
+            ir.Constant(vec, ir.Undefined),
+            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes),
+        )
+
+        def terms(ptr_at, index, centre):
+            d = builder.fsub(widen(ptr_at(xp, index)), centre)
+            if yp is None:
+                return d, builder.fmul(d, d)
+            v = widen(ptr_at(yp, index))
+            return v, builder.fmul(v, d)
+
+        def load_vector(ptr, index):
+            return builder.load(builder.bitcast(builder.gep(ptr, [index]), vptr), align=itemsize)
+
+        def load_scalar(ptr, index):
+            return builder.load(builder.gep(ptr, [index]))
+
+        accs = [
+            [
+                cgutils.alloca_once_value(builder, ir.Constant(vec, None))
+                for _ in range(SUM_VECTORS)
+            ]
+            for _ in range(2)
+        ]
+        blocks = builder.sdiv(n, ir.Constant(intp, block))
+        with cgutils.for_range(builder, blocks) as loop:
+            base = builder.mul(loop.index, ir.Constant(intp, block))
+            for v in range(SUM_VECTORS):
+                index = builder.add(base, ir.Constant(intp, v * lanes))
+                for acc, term in zip(accs, terms(load_vector, index, centers), strict=True):
+                    builder.store(builder.fadd(builder.load(acc[v]), term), acc[v])
+        totals = []
+        for acc in accs:
+            summed = builder.load(acc[0])
+            for v in range(1, SUM_VECTORS):
+                summed = builder.fadd(summed, builder.load(acc[v]))
+            parts = [
+                builder.extract_element(summed, ir.Constant(ir.IntType(32), i))
+                for i in range(lanes)
+            ]
+            while len(parts) > 1:
+                half = len(parts) // 2
+                parts = [builder.fadd(parts[i], parts[i + half]) for i in range(half)]
+            totals.append(cgutils.alloca_once_value(builder, parts[0]))
+        first = builder.mul(blocks, ir.Constant(intp, block))
+        rest = builder.sub(n, first)
+        with cgutils.for_range(builder, rest) as loop:
+            index = builder.add(first, loop.index)
+            for total, term in zip(totals, terms(load_scalar, index, center), strict=True):
+                builder.store(builder.fadd(builder.load(total), term), total)
+        return context.make_tuple(
+            builder, signature.return_type, [builder.load(t) for t in totals]
+        )
+
+    return sig, codegen
+
+
+def _channel_sums(x3, y3, c, a0, a1, center):
+    """Rows ``a0 .. a1`` of channel ``c`` of ``x3`` (and ``y3``): both :func:`_terms` summed."""
+
+
+@overload(_channel_sums, jit_options={"fastmath": FASTMATH})
+def _channel_sums_impl(x3, y3, c, a0, a1, center):
+    if x3.dtype in (types.float32, types.float64):
+
+        def vectors(x3, y3, c, a0, a1, center):
+            A, C, B = x3.shape
+            x = x3.reshape(A * C * B)
+            y = _flat(y3, A * C * B)
+            acc1 = 0.0
+            acc2 = 0.0
+            for a in range(a0, a1):
+                u, v = _row_sums(x, y, (a * C + c) * B, B, center)
+                acc1 += u
+                acc2 += v
+            return acc1, acc2
+
+        return vectors
+
+    def scalars(x3, y3, c, a0, a1, center):  # float16 bits: one element at a time
+        acc1 = 0.0
+        acc2 = 0.0
+        for a in range(a0, a1):
+            for b in range(x3.shape[2]):
+                u, v = _terms(x3, y3, (a, c, b), center)
+                acc1 += u
+                acc2 += v
+        return acc1, acc2
+
+    return scalars
+
+
+def _flat(y3, size):
+    """``y3`` as a 1-D array of ``size``, or ``None``."""
+
+
+@overload(_flat, jit_options={"fastmath": FASTMATH})
+def _flat_impl(y3, size):
+    if y3 is types.none:
+        return lambda y3, size: None
+    return lambda y3, size: y3.reshape(size)
+
+
 @kernel
 def _sums_inner(x3, y3, center, nsplit):
     """Per channel: the sums of both :func:`_terms` of its elements, inner > 1."""
@@ -245,18 +401,7 @@ def _sums_inner(x3, y3, center, nsplit):
     for t in prange(C * nsplit):
         c = t // nsplit
         j = t - c * nsplit
-        a0 = j * A // nsplit
-        a1 = (j + 1) * A // nsplit
-        m = center[c]
-        acc1 = 0.0
-        acc2 = 0.0
-        for a in range(a0, a1):
-            for b in range(B):
-                u, v = _terms(x3, y3, (a, c, b), m)
-                acc1 += u
-                acc2 += v
-        s1[t] = acc1
-        s2[t] = acc2
+        s1[t], s2[t] = _channel_sums(x3, y3, c, j * A // nsplit, (j + 1) * A // nsplit, center[c])
     out1 = np.zeros(C)
     out2 = np.zeros(C)
     for c in range(C):
