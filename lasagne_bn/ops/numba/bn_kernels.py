@@ -395,7 +395,7 @@ def _flat_impl(y3, size):
 @kernel
 def _sums_inner(x3, y3, center, nsplit):
     """Per channel: the sums of both :func:`_terms` of its elements, inner > 1."""
-    A, C, B = x3.shape
+    A, C, _ = x3.shape
     s1 = np.zeros(C * nsplit)
     s2 = np.zeros(C * nsplit)
     for t in prange(C * nsplit):
