@@ -19,6 +19,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from busy_cores import busy_cores
 from compile_modes import mode_for
 from pytensor.compile.debug.debugmode import DebugMode
 
@@ -296,19 +297,12 @@ def test_float16_runs_perform_under_cvm_without_warning():
 # threads: as many as the cores can give, the same bits however many
 
 
-def _spin(stop):
-    while not stop.is_set():
-        pass
-
-
 def test_busy_cores_change_no_result():
     """A large call is split into the same pieces on a busy machine (fewer threads run them).
 
     (64, 8, 32, 32): two pieces of 2 ** 18 elements, and two of the convolution's batch.
     """
-    import multiprocessing
     import os
-    import time
 
     from lasagne_bn.ops.conv import conv2d
 
@@ -324,17 +318,7 @@ def test_busy_cores_change_no_result():
     r = np.random.RandomState(0)
     args = ((r.randn(64, 8, 32, 32) * 3 + 5).astype("float32"), r.randn(8, 8, 3, 3).astype("f4"))
     quiet = fn(*args)
-    ctx = multiprocessing.get_context("fork")
-    stop = ctx.Event()
-    procs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(os.cpu_count())]
-    for p in procs:
-        p.start()
-    try:
-        time.sleep(0.2)
+    with busy_cores(os.cpu_count()):
         busy = fn(*args)
-    finally:
-        stop.set()
-        for p in procs:
-            p.join(5)
     for a, b in zip(quiet, busy, strict=True):
         np.testing.assert_array_equal(a, b)

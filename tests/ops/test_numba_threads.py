@@ -8,7 +8,6 @@ count, so the results are bit for bit the same.
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 
 import numba
@@ -16,6 +15,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from busy_cores import busy_cores, wait_for
 
 from lasagne_bn.ops import batch_normalization_test, batch_normalization_train
 from lasagne_bn.ops.conv import conv2d
@@ -153,29 +153,15 @@ def test_signals_are_read():
     assert nt.affinity_cpus() >= 1
 
 
-def _spin(stop):
-    while not stop.is_set():
-        pass
-
-
 def test_busy_cores_give_one_thread():
     """With as many busy processes as our CPUs, a large call gets one thread."""
     cpus = nt.affinity_cpus()
     if cpus > 4:
         pytest.skip("needs a machine with at most 4 CPUs to load fully")
-    ctx = multiprocessing.get_context("fork")
-    stop = ctx.Event()
-    procs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(cpus)]
-    for p in procs:
-        p.start()
-    try:
-        time.sleep(0.2)
-        assert nt.runnable_tasks() >= cpus + 1
+    with busy_cores(cpus):
+        assert wait_for(nt.runnable_tasks, cpus + 1) >= cpus + 1
+        time.sleep(0.002)  # the policy reuses a reading for up to 1 ms
         assert nt.kernel_threads(BIG) == 1
-    finally:
-        stop.set()
-        for p in procs:
-            p.join(5)
 
 
 def test_kernels_restore_the_callers_count(restore_setting):
