@@ -92,16 +92,27 @@ driver = numba.njit(cache=True, nogil=True)
 # the micro-kernel
 
 
-@intrinsic
-def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate):
-    """``tile[i*NR + j] (+)= sum_{kk<kc} a[a0 + arow[i0 + i] + kk] * b[b0 + boff[p0 + kk] + j]``.
+def _microkernel(nv: int):
+    """The micro-kernel computing ``nv`` of a tile row's ``NV`` SIMD vectors."""
 
-    For ``i < MR`` and ``j < NR``; ``tile`` (a 1-D array starting at the
-    block) is a contiguous ``MR x NR`` block, overwritten or, with
-    ``accumulate``, added to.  Left-operand rows are contiguous in ``kk``;
-    right-operand rows are contiguous in ``j`` (two SIMD loads each).
-    """
-    sig = types.void(
+    @intrinsic
+    def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate):
+        """``tile[i*NR + j] (+)= sum_kk a[a0 + arow[i0 + i] + kk] * b[b0 + boff[p0 + kk] + j]``.
+
+        The sum runs over ``kk < kc``, for ``i < MR`` and ``j < nv *
+        VECTOR_BYTES / itemsize``; ``tile`` (a 1-D array starting at the
+        block) is a contiguous ``MR x NR`` block, overwritten or, with
+        ``accumulate``, added to (its other columns are left as they are).
+        Left-operand rows are contiguous in ``kk``; right-operand rows are
+        contiguous in ``j`` (``nv`` SIMD loads each).
+        """
+        return _microkernel_signature(a, arow, b, boff, tile), _microkernel_codegen(nv)
+
+    return microkernel
+
+
+def _microkernel_signature(a, arow, b, boff, tile):
+    return types.void(
         types.intp,
         a,
         types.intp,
@@ -115,6 +126,8 @@ def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulat
         types.boolean,
     )
 
+
+def _microkernel_codegen(nv: int):
     def codegen(context, builder, sig, args):
         kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate = args
         aty, arowty, bty, boffty, tilety = (sig.args[i] for i in (1, 3, 5, 7, 9))
@@ -126,7 +139,7 @@ def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulat
         fty = adata.type.pointee
         itemsize = context.get_abi_sizeof(fty)
         vl = VECTOR_BYTES // itemsize
-        nr = NV * vl
+        nr = NV * vl  # the tile's row length, whatever nv
         vty = ir.VectorType(fty, vl)
         vptr = vty.as_pointer()
         intp = a0.type
@@ -136,7 +149,7 @@ def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulat
         )
         undef = ir.Constant(vty, ir.Undefined)
         splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), vl), [0] * vl)
-        accs = [[cgutils.alloca_once(builder, vty) for _ in range(NV)] for _ in range(MR)]
+        accs = [[cgutils.alloca_once(builder, vty) for _ in range(nv)] for _ in range(MR)]
 
         def tile_ptr(i, v):
             return builder.bitcast(builder.gep(tdata, [ir.Constant(intp, i * nr + v * vl)]), vptr)
@@ -144,11 +157,11 @@ def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulat
         with builder.if_else(accumulate) as (then, otherwise):
             with then:
                 for i in range(MR):
-                    for v in range(NV):
+                    for v in range(nv):
                         builder.store(builder.load(tile_ptr(i, v), align=itemsize), accs[i][v])
             with otherwise:
                 for i in range(MR):
-                    for v in range(NV):
+                    for v in range(nv):
                         builder.store(ir.Constant(vty, None), accs[i][v])
         rows = []
         for i in range(MR):
@@ -164,7 +177,7 @@ def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulat
                     builder.bitcast(builder.gep(bp, [ir.Constant(intp, v * vl)]), vptr),
                     align=itemsize,
                 )
-                for v in range(NV)
+                for v in range(nv)
             ]
             for i in range(MR):
                 s = builder.load(builder.gep(rows[i], [kk]))
@@ -173,15 +186,23 @@ def microkernel(typingctx, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulat
                     undef,
                     splat_mask,
                 )
-                for v in range(NV):
+                for v in range(nv):
                     acc = builder.call(fma, [sv, bv[v], builder.load(accs[i][v])])
                     builder.store(acc, accs[i][v])
         for i in range(MR):
-            for v in range(NV):
+            for v in range(nv):
                 builder.store(builder.load(accs[i][v]), tile_ptr(i, v), align=itemsize)
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+microkernel = _microkernel(NV)
+# For the last column panel when it is at most half full (the filter
+# gradient of a layer with 16 filters in float32 is one such panel): the
+# full tile would spend half its FMAs on padding.  Each result element is
+# the same chain of FMAs either way.
+microkernel_narrow = _microkernel(1)
 
 
 @driver
@@ -218,7 +239,8 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
     ``KC`` slice of the reduction, the ``MC x KC`` block of ``a`` stays in L2
     while every ``KC x NR`` panel of ``b`` (in L1) goes by, and the result
     block accumulates in ``panel``; so ``a`` is read once per ``NC`` columns,
-    not once per column panel.
+    not once per column panel.  A last column panel at most half full runs
+    the narrow micro-kernel.
     """
     nr = panel_width(dst)
     mp = padded_rows(m)
@@ -236,11 +258,18 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
             for p0 in range(0, k, KC):
                 kc = min(KC, k - p0)
                 for jp in range(npb):
+                    narrow = (nb - jp * nr) * NV <= nr
                     for i0 in range(0, rows, MR):
-                        microkernel(
-                            kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
-                            cbuf[(jp * mc + i0) * nr :], p0 > 0,
-                        )  # fmt: skip
+                        if narrow:
+                            microkernel_narrow(
+                                kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
+                                cbuf[(jp * mc + i0) * nr :], p0 > 0,
+                            )  # fmt: skip
+                        else:
+                            microkernel(
+                                kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
+                                cbuf[(jp * mc + i0) * nr :], p0 > 0,
+                            )  # fmt: skip
             if k == 0:
                 cbuf[:] = 0
             for jp in range(npb):

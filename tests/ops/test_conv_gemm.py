@@ -1,0 +1,59 @@
+"""The convolution kernels' GEMM engine on plain matrices, at every panel width.
+
+The result columns come in panels of ``NR`` (two SIMD vectors); a last
+panel at most half full runs the narrow micro-kernel.  These products have
+full panels, a half-full last panel and a more than half-full one, with a
+row count that is not a multiple of ``MR`` and a reduction longer than
+``KC``; the reference is NumPy's float64 product.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lasagne_bn.ops.numba import conv_kernels as kernels
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` through ``kernels.gemm``, ``b``'s rows padded as the engine reads them."""
+    m, k = a.shape
+    n = b.shape[1]
+    nr = kernels.panel_width(a)
+    ldb = n + nr
+    bp = np.zeros((k, ldb), dtype=a.dtype)
+    bp[:, :n] = b
+    dst = np.full(m * n, np.nan, dtype=a.dtype)
+    panel = np.empty(0, dtype=a.dtype)
+    kernels.gemm(
+        m, n, k, a.reshape(-1), 0, kernels.row_table(m, k), bp.reshape(-1), 0,
+        np.arange(k) * ldb, dst, 0, n, n, n, False, panel,
+    )  # fmt: skip
+    return dst.reshape(m, n)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("panels", [0.25, 0.5, 0.75, 1.0, 1.5, 2.5])
+def test_gemm_matches_numpy(dtype, panels):
+    nr = kernels.panel_width(np.empty(0, dtype))
+    n = max(1, int(panels * nr))
+    m, k = 3 * kernels.MR + 5, kernels.KC + 37
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(_product(a, b), expected, rtol=0, atol=tol * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_narrow_and_full_panels_give_the_same_bits(dtype):
+    """A column computed in a narrow panel equals the same column in a full one."""
+    nr = kernels.panel_width(np.empty(0, dtype))
+    m, k = 2 * kernels.MR + 3, 2 * kernels.KC + 1
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, 2 * nr)).astype(dtype)
+    full = _product(a, b)  # two full panels
+    narrow = _product(a, b[:, : nr // 2])  # one panel, half full
+    np.testing.assert_array_equal(narrow, full[:, : nr // 2])
