@@ -57,3 +57,39 @@ def test_narrow_and_full_panels_give_the_same_bits(dtype):
     full = _product(a, b)  # two full panels
     narrow = _product(a, b[:, : nr // 2])  # one panel, half full
     np.testing.assert_array_equal(narrow, full[:, : nr // 2])
+
+
+def _tiles_product(a: np.ndarray, bs: list[np.ndarray]) -> np.ndarray:
+    """``sum_i a_i @ b_i`` through ``kernels.gemm_tiles`` (one call per term) and ``tile_rows``."""
+    m, k = a.shape[1:]
+    n = bs[0].shape[1]
+    nr = kernels.panel_width(a)
+    ldb = n + nr
+    tiles = np.full(kernels.padded_rows(m) * -(-n // nr) * nr, np.nan, dtype=a.dtype)
+    for i, b in enumerate(bs):
+        bp = np.zeros((k, ldb), dtype=a.dtype)
+        bp[:, :n] = b
+        kernels.gemm_tiles(
+            m, n, k, a[i].reshape(-1), 0, kernels.row_table(m, k), bp.reshape(-1), 0,
+            np.arange(k) * ldb, tiles, i > 0,
+        )  # fmt: skip
+    out = np.full(m * n, np.nan, dtype=a.dtype)
+    kernels.tile_rows(tiles, m, n, out, 0, n)
+    return out.reshape(m, n)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("panels", [0.5, 1.0, 1.5, 2.5])
+def test_tile_accumulation_matches_numpy(dtype, panels):
+    """Products summed in the tile layout (the filter gradient's sum over images)."""
+    nr = kernels.panel_width(np.empty(0, dtype))
+    n = max(1, int(panels * nr))
+    m, k, terms = 2 * kernels.MR + 3, kernels.KC + 11, 3
+    rng = np.random.default_rng(n + 1)
+    a = rng.standard_normal((terms, m, k)).astype(dtype)
+    bs = [rng.standard_normal((k, n)).astype(dtype) for _ in range(terms)]
+    expected = sum(a[i].astype(np.float64) @ bs[i].astype(np.float64) for i in range(terms))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(
+        _tiles_product(a, bs), expected, rtol=0, atol=tol * np.sqrt(terms * k)
+    )

@@ -306,6 +306,54 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
                             y += 1
 
 
+@driver
+def gemm_tiles(m, n, k, a, a0, arow, b, b0, boff, tiles, accumulate):
+    """``T (+)= sum_kk a[a0 + arow[r] + kk] * b[b0 + boff[kk] + q]``, ``T`` held as tiles.
+
+    The result stays in the micro-kernel's tile layout (see :func:`tile_rows`
+    to read it): a sum over many products (the filter gradient's sum over
+    images) then accumulates in the micro-kernel's registers, where adding
+    each product's result into a row-major array cost a third of the time on
+    small images.  ``tiles`` holds ``padded_rows(m) * ceil(n / NR) * NR``
+    elements.
+    """
+    nr = panel_width(tiles)
+    mp = padded_rows(m)
+    npb = (n + nr - 1) // nr
+    if k == 0:
+        if not accumulate:
+            tiles[: mp * npb * nr] = 0
+        return
+    for ib in range(0, mp, MC):
+        rows = min(MC, mp - ib)
+        for p0 in range(0, k, KC):
+            kc = min(KC, k - p0)
+            add = accumulate or p0 > 0
+            for jp in range(npb):
+                narrow = (n - jp * nr) * NV <= nr
+                for i0 in range(ib, ib + rows, MR):
+                    t = tiles[(jp * mp + i0) * nr :]
+                    if narrow:
+                        microkernel_narrow(
+                            kc, a, a0 + p0, arow, i0, b, b0 + jp * nr, boff, p0, t, add
+                        )  # fmt: skip
+                    else:
+                        microkernel(kc, a, a0 + p0, arow, i0, b, b0 + jp * nr, boff, p0, t, add)
+
+
+@driver
+def tile_rows(tiles, m, n, dst, d0, ldd):
+    """``dst[d0 + r*ldd + q] = T[r, q]`` for the result ``T`` (m x n) of :func:`gemm_tiles`."""
+    nr = panel_width(tiles)
+    mp = padded_rows(m)
+    for jp in range((n + nr - 1) // nr):
+        j0 = jp * nr
+        nj = min(nr, n - j0)
+        for r in range(m):
+            t = (jp * mp + r) * nr
+            dst[d0 + r * ldd + j0 : d0 + r * ldd + j0 + nj] = tiles[t : t + nj]
+
+
 # --------------------------------------------------------------------------
 # copies
 
@@ -655,6 +703,7 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     P = Ho * Wo
     if unit:
         nc = 1
+        cb = Cg
         L = Hp * Wp + (kw - 1) * dw + nr
         a_size = Cg * L
         arow = np.zeros(padded_rows(K), dtype=np.intp)
@@ -671,6 +720,10 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
         Q = L
         width = Wo
     boff_q = np.arange(Q) * fp
+    if unit:
+        nblk, bsize = 1, padded_rows(K) * fp
+    else:
+        nblk, bsize = (Cg + cb - 1) // cb, padded_rows(cb * T) * fp
     for task in prange(ntask):
         a_buf = np.empty(a_size, dtype=x.dtype)
         yt = np.empty(Q * fp + nr, dtype=x.dtype)
@@ -680,9 +733,11 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
             for q in range(Q):
                 yt[q * fp + Fg : (q + 1) * fp] = 0
             yt[Q * fp :] = 0
-        panel = np.empty(padded_rows(K) * nr, dtype=x.dtype)
+        # this task's partial dW^T, one tile block per channel block
+        tiles = np.empty(nblk * bsize, dtype=x.dtype)
         n_lo, n_hi = task * N // ntask, (task + 1) * N // ntask
         for g in range(G):
+            first = True
             for n0 in range(n_lo, n_hi, nc):
                 m = min(nc, n_hi - n0)
                 for j in range(m):
@@ -695,23 +750,29 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                                 yt[(j * P + y * width + xx) * fp + f] = yf[src + y * Wo + xx]
                     if unit:
                         pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
-                        gemm(
-                            K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, accf,
-                            ((task * G) + g) * K * Fg, Fg, Fg, Fg, True, panel,
-                        )  # fmt: skip
+                        gemm_tiles(K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, tiles, not first)
+                        first = False
                 if unit:
                     continue
-                for c0 in range(0, Cg, cb):
-                    c1 = min(Cg, c0 + cb)
+                for blk in range(nblk):
+                    c0, c1 = blk * cb, min(Cg, (blk + 1) * cb)
                     for j in range(m):
                         im2col(
                             x[n0 + j, g * Cg + c0 : g * Cg + c1], a_buf[j * P :], L, kh, kw, sh,
                             sw, dh, dw, pt, pl, Ho, Wo,
                         )  # fmt: skip
-                    gemm(
-                        (c1 - c0) * T, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q, accf,
-                        ((task * G) + g) * K * Fg + c0 * T * Fg, Fg, Fg, Fg, True, panel,
+                    gemm_tiles(
+                        (c1 - c0) * T, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q,
+                        tiles[blk * bsize :], not first,
                     )  # fmt: skip
+                first = False
+            if first:  # no images: acc stays zero
+                continue
+            base = (task * G + g) * K * Fg
+            for blk in range(nblk):
+                c0, c1 = blk * cb, min(Cg, (blk + 1) * cb)
+                rows = K if unit else (c1 - c0) * T
+                tile_rows(tiles[blk * bsize :], rows, Fg, accf, base + c0 * T * Fg, Fg)
     # dk[g*Fg + f, kk] = sum of the partial dW^T[kk, f]: a transpose, in blocks
     # of TB rows of kk so that the writes are runs and the reads TB streams
     dkf = dk.reshape(-1)
