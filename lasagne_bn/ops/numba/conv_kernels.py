@@ -281,29 +281,31 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
                         row = d0 + r * ldd + j0
                         t = tile + (r - ib) * nr
                         if accumulate:
-                            for jj in range(nj):
-                                dst[row + jj] += cbuf[t + jj]
+                            for jj in range(np.uintp(nj)):
+                                dst[np.uintp(row) + jj] += cbuf[np.uintp(t) + jj]
                         else:
                             dst[row : row + nj] = cbuf[t : t + nj]
                     continue
-                r0 = j0 // wrow
-                x0 = j0 - r0 * wrow
+                # wide layout: the panel's columns are runs of a row of wrow,
+                # of which the first wout are kept; copied run by run
                 for r in range(ib, min(ib + rows, m)):
                     row = d0 + r * ldd
                     t = tile + (r - ib) * nr
-                    y = r0
-                    x = x0
-                    for jj in range(nj):
-                        if x < wout:
-                            idx = row + y * wout + x
+                    q = j0
+                    while q < j0 + nj:
+                        y = q // wrow
+                        x = q - y * wrow
+                        run = min(wrow - x, j0 + nj - q)
+                        keep = min(run, wout - x)
+                        if keep > 0:
+                            out = row + y * wout + x
+                            src = t + q - j0
                             if accumulate:
-                                dst[idx] += cbuf[t + jj]
+                                for jj in range(np.uintp(keep)):
+                                    dst[np.uintp(out) + jj] += cbuf[np.uintp(src) + jj]
                             else:
-                                dst[idx] = cbuf[t + jj]
-                        x += 1
-                        if x == wrow:
-                            x = 0
-                            y += 1
+                                dst[out : out + keep] = cbuf[src : src + keep]
+                        q += run
 
 
 @driver
@@ -393,53 +395,73 @@ def pad_into(src, dst, d0, ld, rows, width, top, left):
 
 
 @driver
-def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
-    """``col[((c*kh + i)*kw + j)*ld + y*wo + o] = pad(x)[c, y*sh + i*dh, o*sw + j*dw]``."""
-    C, H, W = x.shape
-    khw = kh * kw
-    for row in range(C * khw):
-        c = row // khw
-        ij = row - c * khw
-        i = ij // kw
-        j = ij - i * kw
-        off = j * dw - pl
-        xlo, xhi = span(pl, j * dw, sw, W, wo)
-        # element loops, no slices: rows are short (4 to 32) and a slice
-        # assignment per row cost more than the copy
-        for y in range(ho):
-            base = row * ld + y * wo
-            iy = y * sh + i * dh - pt
-            if iy < 0 or iy >= H:
-                for o in range(wo):
-                    col[base + o] = 0
-                continue
-            xrow = x[c, iy]
-            for o in range(xlo):
-                col[base + o] = 0
-            for o in range(xlo, xhi):
-                col[base + o] = xrow[o * sw + off]
-            for o in range(xhi, wo):
-                col[base + o] = 0
+def window_extent(n_out, k, stride, dilation):
+    """Rows (or columns) of the padded input that ``n_out`` windows read."""
+    return (n_out - 1) * stride + (k - 1) * dilation + 1
 
 
 @driver
-def col2im(col, ld, dx, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo):
-    """Transpose of :func:`im2col`: ``dx`` (zeroed by the caller) += every column entry."""
-    C, H, W = dx.shape
+def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
+    """``col[((c*kh + i)*kw + j)*ld + y*wo + o] = pad(x)[c, y*sh + i*dh, o*sw + j*dw]``.
+
+    ``x`` is first padded into the scratch ``xp`` (``C * window_extent(ho,
+    ...) * window_extent(wo, ...)`` elements), so every row copy is ``wo``
+    elements with no bounds to test: branches on the padding, whose outcome
+    changes from tap to tap, cost half of the copy's time.
+    """
+    C = x.shape[0]
+    hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
+    pad_into(x, xp, 0, hn * wn, hn, wn, pt, pl)
     for c in range(C):
         for i in range(kh):
             for j in range(kw):
                 row = (c * kh + i) * kw + j
-                off = j * dw - pl
-                xlo, xhi = span(pl, j * dw, sw, W, wo)
                 for y in range(ho):
-                    iy = y * sh + i * dh - pt
-                    if iy < 0 or iy >= H:
-                        continue
-                    base = row * ld + y * wo
-                    drow = dx[c, iy]
-                    for o in range(xlo, xhi):
-                        drow[o * sw + off] += col[base + o]
+                    # unsigned indices: Numba wraps negative signed ones, a
+                    # test per element that more than doubled the copy's time
+                    base = np.uintp(row * ld + y * wo)
+                    src = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
+                    if sw == 2:  # a constant stride: the compiler vectorises the gather
+                        for o in range(np.uintp(wo)):
+                            col[base + o] = xp[src + np.uintp(2) * o]
+                    else:
+                        for o in range(np.uintp(wo)):
+                            col[base + o] = xp[src + o * np.uintp(sw)]
+
+
+@driver
+def col2im(col, ld, dx, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
+    """Transpose of :func:`im2col`: ``dx`` = the sum of every column entry at its place.
+
+    The sums go into the padded scratch ``xp`` (sized as for :func:`im2col`),
+    whose interior is then copied to ``dx``.
+    """
+    C, H, W = dx.shape
+    hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
+    xp[: C * hn * wn] = 0
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                for y in range(ho):
+                    base = np.uintp(row * ld + y * wo)  # unsigned: see im2col
+                    dst = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
+                    if sw == 2:
+                        for o in range(np.uintp(wo)):
+                            xp[dst + np.uintp(2) * o] += col[base + o]
+                    else:
+                        for o in range(np.uintp(wo)):
+                            xp[dst + o * np.uintp(sw)] += col[base + o]
+    # dx rows and columns the windows never reach get zero
+    dx[:] = 0
+    r0, r1 = max(0, -pt), min(H, hn - pt)
+    c0, c1 = max(0, -pl), min(W, wn - pl)
+    if r1 <= r0 or c1 <= c0:
+        return
+    for c in range(C):
+        for r in range(r0, r1):
+            srow = (c * hn + r + pt) * wn + pl
+            dx[c, r, c0:c1] = xp[srow + c0 : srow + c1]
 
 
 @driver
@@ -491,10 +513,6 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         Hp, Wp = H + pt + pb, W + pl + pr
         L = Hp * Wp + (kw - 1) * dw + nr
         boff = tap_offsets(Cg, L, kh, kw, dh, dw, Wp)
-        pbuf = np.empty(items * Cg * L, dtype=x.dtype)
-        for it in prange(items):
-            n, g = it // G, it % G
-            pad_into(x[n, g * Cg : (g + 1) * Cg], pbuf, it * Cg * L, L, Hp, Wp, pt, pl)
         nsplit = row_splits(items, Ho)
         for task in prange(items * nsplit):
             it, s = task // nsplit, task % nsplit
@@ -502,6 +520,11 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
             y0, y1 = s * Ho // nsplit, (s + 1) * Ho // nsplit
             if y1 <= y0:
                 continue
+            # each task pads its image into its own buffer, which stays in
+            # the core's cache for the product (a padded copy of the whole
+            # batch went out to L3 and came back: a quarter of the time)
+            pbuf = np.empty(Cg * L, dtype=x.dtype)
+            pad_into(x[n, g * Cg : (g + 1) * Cg], pbuf, 0, L, Hp, Wp, pt, pl)
             panel = np.empty(padded_rows(Fg) * nr, dtype=x.dtype)
             ncols = (y1 - y0 - 1) * Wp + Wo
             gemm(
@@ -512,7 +535,7 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 g * Fg * K,
                 arow,
                 pbuf,
-                it * Cg * L + y0 * Wp,
+                y0 * Wp,
                 boff,
                 of,
                 (n * F + g * Fg) * Ho * Wo + y0 * Wo,
@@ -525,6 +548,7 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         return
     # strided: the unrolled windows of ``nc`` images side by side, one GEMM per group
     Q = Ho * Wo
+    hn, wn = window_extent(Ho, kh, sh, dh), window_extent(Wo, kw, sw, dw)
     nc = image_chunk(N, G, Q, CHUNK_COLUMNS, K)
     chunks = (N + nc - 1) // nc
     ld = nc * Q + nr
@@ -533,10 +557,11 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         g, n0 = task // chunks, (task % chunks) * nc
         m = min(nc, N - n0)
         col = np.empty(K * ld, dtype=x.dtype)
+        xp = np.empty(Cg * hn * wn, dtype=x.dtype)
         for j in range(m):
             im2col(
                 x[n0 + j, g * Cg : (g + 1) * Cg], col[j * Q :], ld, kh, kw, sh, sw, dh, dw, pt,
-                pl, Ho, Wo,
+                pl, Ho, Wo, xp,
             )  # fmt: skip
         for r in range(K):  # the columns past the last image: read, never stored
             col[r * ld + m * Q : (r + 1) * ld] = 0
@@ -580,19 +605,6 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
         Hq, Wq = H + dkh - 1, W + dkw - 1
         L = Hq * Wq + dkw - 1 + nr
         boff = tap_offsets(Fg, L, kh, kw, dh, dw, Wq)
-        qbuf = np.empty(items * Fg * L, dtype=dy.dtype)
-        for it in prange(items):
-            n, g = it // G, it % G
-            pad_into(
-                dy[n, g * Fg : (g + 1) * Fg],
-                qbuf,
-                it * Fg * L,
-                L,
-                Hq,
-                Wq,
-                dkh - 1 - pt,
-                dkw - 1 - pl,
-            )
         nsplit = row_splits(items, H)
         for task in prange(items * nsplit):
             it, s = task // nsplit, task % nsplit
@@ -600,6 +612,8 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
             y0, y1 = s * H // nsplit, (s + 1) * H // nsplit
             if y1 <= y0:
                 continue
+            qbuf = np.empty(Fg * L, dtype=dy.dtype)  # per task, as in conv_forward
+            pad_into(dy[n, g * Fg : (g + 1) * Fg], qbuf, 0, L, Hq, Wq, dkh - 1 - pt, dkw - 1 - pl)
             panel = np.empty(padded_rows(Cg) * nr, dtype=dy.dtype)
             ncols = (y1 - y0 - 1) * Wq + W
             gemm(
@@ -610,7 +624,7 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 g * Cg * Fg * T,
                 arow,
                 qbuf,
-                it * Fg * L + y0 * Wq,
+                y0 * Wq,
                 boff,
                 xf,
                 (n * C + g * Cg) * H * W + y0 * W,
@@ -629,6 +643,7 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 wt[(g * K + kk) * Fg + f] = k[g * Fg + f, kk // T, (kk % T) // kw, kk % kw]
     arow = row_table(K, Fg)
     P = Ho * Wo
+    hn, wn = window_extent(Ho, kh, sh, dh), window_extent(Wo, kw, sw, dw)
     nc = image_chunk(N, G, P, CHUNK_COLUMNS, K)
     chunks = (N + nc - 1) // nc
     ld = nc * P + nr
@@ -664,10 +679,10 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
             False,
             panel,
         )
+        xp = np.empty(Cg * hn * wn, dtype=dy.dtype)
         for j in range(m):
             plane = dx[n0 + j, g * Cg : (g + 1) * Cg]
-            plane[:] = 0
-            col2im(col[j * P :], ncol, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo)
+            col2im(col[j * P :], ncol, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo, xp)
 
 
 # --------------------------------------------------------------------------
@@ -720,6 +735,7 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
         Q = L
         width = Wo
     boff_q = np.arange(Q) * fp
+    xp_plane = window_extent(Ho, kh, sh, dh) * window_extent(Wo, kw, sw, dw)
     if unit:
         nblk, bsize = 1, padded_rows(K) * fp
     else:
@@ -735,6 +751,7 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
             yt[Q * fp :] = 0
         # this task's partial dW^T, one tile block per channel block
         tiles = np.empty(nblk * bsize, dtype=x.dtype)
+        xp = np.empty(0 if unit else cb * xp_plane, dtype=x.dtype)  # im2col's padded block
         n_lo, n_hi = task * N // ntask, (task + 1) * N // ntask
         for g in range(G):
             first = True
@@ -746,8 +763,11 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                     for f in range(Fg):
                         src = (n * F + g * Fg + f) * P
                         for y in range(Ho):
-                            for xx in range(Wo):
-                                yt[(j * P + y * width + xx) * fp + f] = yf[src + y * Wo + xx]
+                            # unsigned indices: no wrap-around test per element
+                            d = np.uintp((j * P + y * width) * fp + f)
+                            r = np.uintp(src + y * Wo)
+                            for xx in range(np.uintp(Wo)):
+                                yt[d + xx * np.uintp(fp)] = yf[r + xx]
                     if unit:
                         pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
                         gemm_tiles(K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, tiles, not first)
@@ -759,7 +779,7 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                     for j in range(m):
                         im2col(
                             x[n0 + j, g * Cg + c0 : g * Cg + c1], a_buf[j * P :], L, kh, kw, sh,
-                            sw, dh, dw, pt, pl, Ho, Wo,
+                            sw, dh, dw, pt, pl, Ho, Wo, xp,
                         )  # fmt: skip
                     gemm_tiles(
                         (c1 - c0) * T, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q,
