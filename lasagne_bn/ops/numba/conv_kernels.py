@@ -430,38 +430,52 @@ def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
 
 
 @driver
+def phase_size(ho, wo, kh, kw, sh, sw, dh, dw):
+    """Elements per channel of :func:`col2im`'s scratch: the padded plane as ``sh * sw`` phases."""
+    hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
+    return sh * sw * ((hn + sh - 1) // sh) * ((wn + sw - 1) // sw)
+
+
+@driver
 def col2im(col, ld, dx, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
     """Transpose of :func:`im2col`: ``dx`` = the sum of every column entry at its place.
 
-    The sums go into the padded scratch ``xp`` (sized as for :func:`im2col`),
-    whose interior is then copied to ``dx``.
+    The sums go into the scratch ``xp`` (``C * phase_size(...)`` elements):
+    the padded plane split into its ``sh * sw`` stride phases, where the
+    ``wo`` entries of a window row land side by side (a vector add, not a
+    strided scatter); the phases are then interleaved into ``dx``.
     """
     C, H, W = dx.shape
     hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
-    xp[: C * hn * wn] = 0
+    hs, ws = (hn + sh - 1) // sh, (wn + sw - 1) // sw
+    plane = hs * ws
+    xp[: C * sh * sw * plane] = 0
     for c in range(C):
         for i in range(kh):
+            a, u0 = (i * dh) % sh, (i * dh) // sh
             for j in range(kw):
+                b, v0 = (j * dw) % sw, (j * dw) // sw
                 row = (c * kh + i) * kw + j
+                pbase = ((c * sh + a) * sw + b) * plane + u0 * ws + v0
                 for y in range(ho):
-                    base = np.uintp(row * ld + y * wo)  # unsigned: see im2col
-                    dst = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
-                    if sw == 2:
-                        for o in range(np.uintp(wo)):
-                            xp[dst + np.uintp(2) * o] += col[base + o]
-                    else:
-                        for o in range(np.uintp(wo)):
-                            xp[dst + o * np.uintp(sw)] += col[base + o]
-    # dx rows and columns the windows never reach get zero
+                    # unsigned indices: see im2col
+                    d = np.uintp(pbase + y * ws)
+                    base = np.uintp(row * ld + y * wo)
+                    for o in range(np.uintp(wo)):
+                        xp[d + o] += col[base + o]
+    # padded (r + pt, s + pl) is phase ((r + pt) % sh, (s + pl) % sw) at
+    # ((r + pt) // sh, (s + pl) // sw); rows and columns no window reaches get zero
     dx[:] = 0
-    r0, r1 = max(0, -pt), min(H, hn - pt)
-    c0, c1 = max(0, -pl), min(W, wn - pl)
-    if r1 <= r0 or c1 <= c0:
-        return
+    r1, s1 = min(H, hn - pt), min(W, wn - pl)
     for c in range(C):
-        for r in range(r0, r1):
-            srow = (c * hn + r + pt) * wn + pl
-            dx[c, r, c0:c1] = xp[srow + c0 : srow + c1]
+        for r in range(max(0, -pt), r1):
+            a, u = (r + pt) % sh, (r + pt) // sh
+            for b in range(sw):
+                # columns s with (s + pl) % sw == b, from the first one >= 0
+                s0 = (b - pl) % sw
+                src = np.uintp(((c * sh + a) * sw + b) * plane + u * ws + (s0 + pl) // sw)
+                for k in range(np.uintp(max(0, (s1 - s0 + sw - 1) // sw))):
+                    dx[c, r, s0 + k * sw] = xp[src + k]
 
 
 @driver
@@ -643,7 +657,6 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 wt[(g * K + kk) * Fg + f] = k[g * Fg + f, kk // T, (kk % T) // kw, kk % kw]
     arow = row_table(K, Fg)
     P = Ho * Wo
-    hn, wn = window_extent(Ho, kh, sh, dh), window_extent(Wo, kw, sw, dw)
     nc = image_chunk(N, G, P, CHUNK_COLUMNS, K)
     chunks = (N + nc - 1) // nc
     ld = nc * P + nr
@@ -679,7 +692,7 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
             False,
             panel,
         )
-        xp = np.empty(Cg * hn * wn, dtype=dy.dtype)
+        xp = np.empty(Cg * phase_size(Ho, Wo, kh, kw, sh, sw, dh, dw), dtype=dy.dtype)
         for j in range(m):
             plane = dx[n0 + j, g * Cg : (g + 1) * Cg]
             col2im(col[j * P :], ncol, plane, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo, xp)
