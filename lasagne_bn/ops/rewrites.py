@@ -14,6 +14,10 @@ first time something that needs it is built, once per process:
   :mod:`lasagne_bn.ops.conv_rewrites`;
 - ``"pool"`` (a pooling Op's ``make_node``): constant windows become static
   Ops (:mod:`lasagne_bn.ops.pool_rewrites`; canonicalize and specialize);
+- ``"matmul"`` (with ``"bn"``, ``"conv"`` and ``"pool"``): in the Numba
+  mode, ``Dot`` of two float matrices becomes
+  :class:`lasagne_bn.ops.matmul.MatMul` in graphs with our kernels, so their
+  products run in Numba's thread pool, not OpenBLAS's;
 - ``"aliasing"`` (a ``default_update`` set through
   :func:`lasagne_bn.utils.set_default_update`, ``get_output`` of a layer):
   :mod:`lasagne_bn._aliasing`;
@@ -82,9 +86,10 @@ def _register_module(name: str):
 #: group -> (groups it needs first, its registration)
 GROUPS = {
     "jax": ((), _register_jax),
-    "bn": (("jax",), _register_module("lasagne_bn.ops.bn_fold_rewrite")),
-    "conv": (("jax",), _register_module("lasagne_bn.ops.conv_rewrites")),
-    "pool": (("jax",), _register_module("lasagne_bn.ops.pool_rewrites")),
+    "matmul": ((), _register_module("lasagne_bn.ops.matmul")),
+    "bn": (("jax", "matmul"), _register_module("lasagne_bn.ops.bn_fold_rewrite")),
+    "conv": (("jax", "matmul"), _register_module("lasagne_bn.ops.conv_rewrites")),
+    "pool": (("jax", "matmul"), _register_module("lasagne_bn.ops.pool_rewrites")),
     "aliasing": ((), _register_module("lasagne_bn._aliasing")),
     "c_gemm": ((), _register_module("lasagne_bn.ops.c.gemm")),
 }

@@ -7,6 +7,7 @@ import sys
 
 from lasagne_bn.ops.bn import BatchNormTrain
 from lasagne_bn.ops.conv import Conv3dGradWeights
+from lasagne_bn.ops.matmul import MatMul
 from lasagne_bn.ops.pool import DynamicPool, MaxPoolGradGrad
 
 
@@ -16,6 +17,7 @@ def test_unpickled_ops_register_their_rewrites_in_a_fresh_process():
         Conv3dGradWeights(border_mode="half", num_groups=2),
         MaxPoolGradGrad((2, 3)),
         DynamicPool("average_grad", 3, mode="sum"),
+        MatMul(),
     ]
     script = (
         "import json, pickle, sys\n"
@@ -31,5 +33,5 @@ def test_unpickled_ops_register_their_rewrites_in_a_fresh_process():
         check=True,
     )
     groups, names = json.loads(run.stdout)
-    assert groups == ["bn", "conv", "jax", "pool"]
+    assert groups == ["bn", "conv", "jax", "matmul", "pool"]
     assert names == [str(op) for op in ops]

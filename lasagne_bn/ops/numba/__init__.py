@@ -1,9 +1,10 @@
 """The default backend: Numba kernels and their PyTensor registrations.
 
 One module per Op family registers its Ops with PyTensor's Numba dispatch
-(``bn``, ``conv``, ``pool``, ``moments``); the kernels they call live in the
-matching ``*_kernels`` modules and are compiled the first time a node needs
-them.  Shared plumbing: :mod:`._codegen` (generated wrappers, C entry points,
+(``bn``, ``conv``, ``pool``, ``moments``, ``matmul``); the kernels they call
+live in the matching ``*_kernels`` modules (``matmul``: the convolution
+kernels' GEMM engine) and are compiled the first time a node needs them.
+Shared plumbing: :mod:`._codegen` (generated wrappers, C entry points,
 cache keys), :mod:`.threads` (per-call thread counts), :mod:`.float16`,
 :mod:`.linker` (the per-node linker for very large graphs).
 
@@ -11,4 +12,4 @@ Importing this package registers the Ops and changes nothing else in the
 process (no kernel is compiled, no global Numba state is touched).
 """
 
-from lasagne_bn.ops.numba import bn, conv, moments, pool  # noqa: F401  (registrations)
+from lasagne_bn.ops.numba import bn, conv, matmul, moments, pool  # noqa: F401  (registrations)

@@ -823,6 +823,64 @@ def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
 
 
 # --------------------------------------------------------------------------
+# matrix product (lasagne_bn.ops.matmul.MatMul)
+
+
+@driver
+def product_blocks(m, n, nr):
+    """Rows and columns per task of :func:`matmul`: at most cache-sized blocks of
+    equal size (``prange`` gives each thread a contiguous run of tasks, so
+    unequal blocks leave a thread idle), split further, the larger side first,
+    until there are ``SPLIT_TASKS`` of them or they are one tile."""
+    nrb = (padded_rows(m) + MC - 1) // MC
+    ncb = (n + NC - 1) // NC
+    while True:
+        rb = ((m + nrb - 1) // nrb + MR - 1) // MR * MR
+        cb = ((n + ncb - 1) // ncb + nr - 1) // nr * nr
+        if nrb * ncb >= SPLIT_TASKS or (rb <= MR and cb <= nr):
+            return rb, cb
+        if rb > MR and (rb >= cb or cb <= nr):
+            nrb *= 2
+        else:
+            ncb *= 2
+
+
+@kernel
+def matmul(a, b, out):
+    """``out = a @ b`` for C-contiguous ``a`` (m, k), ``b`` (k, n) and ``out`` (m, n).
+
+    ``b`` is copied into rows padded by a panel (the micro-kernel reads
+    whole panels); each task computes one block of ``out`` with
+    :func:`gemm`, every element one chain of FMAs over ``k`` in order, so
+    the bits do not depend on the thread count.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    of = out.reshape(-1)
+    if k == 0:
+        of[:] = 0
+        return
+    nr = panel_width(a)
+    ldb = n + nr
+    bp = np.empty(k * ldb, dtype=a.dtype)
+    for r in prange(k):
+        bp[r * ldb : r * ldb + n] = b[r]
+        bp[r * ldb + n : (r + 1) * ldb] = 0
+    boff = np.arange(k) * ldb
+    af = a.reshape(-1)
+    rb, cb = product_blocks(m, n, nr)
+    ncb = (n + cb - 1) // cb
+    for task in prange(((m + rb - 1) // rb) * ncb):
+        r0, c0 = (task // ncb) * rb, (task % ncb) * cb
+        mm, nn = min(rb, m - r0), min(cb, n - c0)
+        panel = np.empty(padded_rows(mm) * ((nn + nr - 1) // nr * nr), dtype=a.dtype)
+        gemm(
+            mm, nn, k, af, r0 * k, row_table(mm, k), bp, c0, boff, of, r0 * n + c0, n, nn, nn,
+            False, panel,
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------
 # 3-D: a sum over depth taps of 2-D convolutions
 #
 # Output plane ``z`` of a 3-D convolution is ``sum_i conv2d(x[:, :, z*sd +
@@ -1014,6 +1072,15 @@ def _conv3d_grad_weights_entry(x_ptr, dy_ptr, dk_ptr, d_ptr):
     return 0
 
 
+def _matmul_entry(a_ptr, b_ptr, out_ptr, d_ptr):
+    d = carray(d_ptr, (3,))
+    m, k, n = d[0], d[1], d[2]
+    previous = enter_threads(m * k * n, CONV)
+    matmul(carray(a_ptr, (m, k)), carray(b_ptr, (k, n)), carray(out_ptr, (m, n)))
+    set_num_threads(previous)
+    return 0
+
+
 ENTRIES = {
     "conv_forward": (_conv_forward_entry, 3),
     "conv_grad_inputs": (_conv_grad_inputs_entry, 3),
@@ -1021,4 +1088,5 @@ ENTRIES = {
     "conv3d_forward": (_conv3d_forward_entry, 3),
     "conv3d_grad_inputs": (_conv3d_grad_inputs_entry, 3),
     "conv3d_grad_weights": (_conv3d_grad_weights_entry, 3),
+    "matmul": (_matmul_entry, 3),
 }
