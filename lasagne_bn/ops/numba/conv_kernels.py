@@ -20,7 +20,8 @@ nothing is unrolled (no ``im2col``) for unit strides:
   gradient unrolls a block of channels at a time so the block stays in L2.
 
 3-D convolutions are sums over the filters' depth taps of these 2-D ones
-(see :func:`conv3d_forward`).
+(see :func:`conv3d_forward`).  :func:`matmul` runs plain matrix products
+(:class:`lasagne_bn.ops.matmul.MatMul`) on the same engine.
 
 The product itself is a register-blocked micro-kernel written in LLVM IR
 (:func:`microkernel`): an ``MR x NR`` block of the result stays in vector
