@@ -27,7 +27,7 @@ def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     panel = np.empty(0, dtype=a.dtype)
     kernels.gemm(
         m, n, k, a.reshape(-1), 0, kernels.row_table(m, k), bp.reshape(-1), 0,
-        np.arange(k) * ldb, dst, 0, n, n, n, False, panel,
+        np.arange(k) * ldb, dst, 0, n, n, n, panel,
     )  # fmt: skip
     return dst.reshape(m, n)
 

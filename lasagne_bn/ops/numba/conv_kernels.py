@@ -207,6 +207,15 @@ microkernel_narrow = _microkernel(1)
 
 
 @driver
+def tile_product(narrow, kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate):
+    """One tile of a product: :func:`microkernel`, or the narrow one for a half-full panel."""
+    if narrow:
+        microkernel_narrow(kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate)
+    else:
+        microkernel(kc, a, a0, arow, i0, b, b0, boff, p0, tile, accumulate)
+
+
+@driver
 def panel_width(x):
     """``NR`` for arrays of ``x``'s dtype."""
     return NV * VECTOR_BYTES // x.itemsize
@@ -227,8 +236,8 @@ def row_table(m, stride):
 
 
 @driver
-def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate, panel):
-    """``dst[d0 + r*ldd + map(q)] (+)= sum_kk a[a0 + arow[r] + kk] * b[b0 + boff[kk] + q]``.
+def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, panel):
+    """``dst[d0 + r*ldd + map(q)] = sum_kk a[a0 + arow[r] + kk] * b[b0 + boff[kk] + q]``.
 
     For ``r < m`` and ``q < n``, where ``map(q) = (q // wrow) * wout + q % wrow``
     drops the columns with ``q % wrow >= wout`` (the "wide" layout).
@@ -261,16 +270,10 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
                 for jp in range(npb):
                     narrow = (nb - jp * nr) * NV <= nr
                     for i0 in range(0, rows, MR):
-                        if narrow:
-                            microkernel_narrow(
-                                kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
-                                cbuf[(jp * mc + i0) * nr :], p0 > 0,
-                            )  # fmt: skip
-                        else:
-                            microkernel(
-                                kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
-                                cbuf[(jp * mc + i0) * nr :], p0 > 0,
-                            )  # fmt: skip
+                        tile_product(
+                            narrow, kc, a, a0 + p0, arow, ib + i0, b, b0 + jb + jp * nr, boff, p0,
+                            cbuf[(jp * mc + i0) * nr :], p0 > 0,
+                        )  # fmt: skip
             if k == 0:
                 cbuf[:] = 0
             for jp in range(npb):
@@ -281,11 +284,7 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
                     for r in range(ib, min(ib + rows, m)):
                         row = d0 + r * ldd + j0
                         t = tile + (r - ib) * nr
-                        if accumulate:
-                            for jj in range(np.uintp(nj)):
-                                dst[np.uintp(row) + jj] += cbuf[np.uintp(t) + jj]
-                        else:
-                            dst[row : row + nj] = cbuf[t : t + nj]
+                        dst[row : row + nj] = cbuf[t : t + nj]
                     continue
                 # wide layout: the panel's columns are runs of a row of wrow,
                 # of which the first wout are kept; copied run by run
@@ -301,11 +300,7 @@ def gemm(m, n, k, a, a0, arow, b, b0, boff, dst, d0, ldd, wrow, wout, accumulate
                         if keep > 0:
                             out = row + y * wout + x
                             src = t + q - j0
-                            if accumulate:
-                                for jj in range(np.uintp(keep)):
-                                    dst[np.uintp(out) + jj] += cbuf[np.uintp(src) + jj]
-                            else:
-                                dst[out : out + keep] = cbuf[src : src + keep]
+                            dst[out : out + keep] = cbuf[src : src + keep]
                         q += run
 
 
@@ -335,13 +330,10 @@ def gemm_tiles(m, n, k, a, a0, arow, b, b0, boff, tiles, accumulate):
             for jp in range(npb):
                 narrow = (n - jp * nr) * NV <= nr
                 for i0 in range(ib, ib + rows, MR):
-                    t = tiles[(jp * mp + i0) * nr :]
-                    if narrow:
-                        microkernel_narrow(
-                            kc, a, a0 + p0, arow, i0, b, b0 + jp * nr, boff, p0, t, add
-                        )  # fmt: skip
-                    else:
-                        microkernel(kc, a, a0 + p0, arow, i0, b, b0 + jp * nr, boff, p0, t, add)
+                    tile_product(
+                        narrow, kc, a, a0 + p0, arow, i0, b, b0 + jp * nr, boff, p0,
+                        tiles[(jp * mp + i0) * nr :], add,
+                    )  # fmt: skip
 
 
 @driver
@@ -557,7 +549,6 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 Ho * Wo,
                 Wp,
                 Wo,
-                False,
                 panel,
             )
         return
@@ -584,7 +575,7 @@ def conv_forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         # column q = j*Q + p is out[n0 + j, g*Fg + f, p]: rows of Q, F*Q apart
         gemm(
             Fg, m * Q, K, kf, g * Fg * K, arow, col, 0, boff, of, (n0 * F + g * Fg) * Q, Q, Q,
-            F * Q, False, panel,
+            F * Q, panel,
         )  # fmt: skip
 
 
@@ -646,7 +637,6 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
                 H * W,
                 Wq,
                 W,
-                False,
                 panel,
             )
         return
@@ -690,7 +680,6 @@ def conv_grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
             ncol,
             ncol,
             ncol,
-            False,
             panel,
         )
         xp = np.empty(Cg * phase_size(Ho, Wo, kh, kw, sh, sw, dh, dw), dtype=dy.dtype)
@@ -877,7 +866,7 @@ def matmul(a, b, out):
         panel = np.empty(padded_rows(mm) * ((nn + nr - 1) // nr * nr), dtype=a.dtype)
         gemm(
             mm, nn, k, af, r0 * k, row_table(mm, k), bp, c0, boff, of, r0 * n + c0, n, nn, nn,
-            False, panel,
+            panel,
         )  # fmt: skip
 
 
