@@ -24,7 +24,7 @@ def compiled(request):
     dtype = request.param
     a, b = pt.matrix("a", dtype=dtype), pt.matrix("b", dtype=dtype)
     fns = {}
-    for name in ("default", "py", "fast_compile"):
+    for name in ("default", "py", "fast_compile", "cvm"):
         mode = mode_for(name)
         fns[name] = (
             pytensor.function([a, b], MatMul()(a, b), mode=mode),
