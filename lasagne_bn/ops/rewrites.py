@@ -63,6 +63,7 @@ class RegisterJaxKernels(GraphRewriter):
     def apply(self, fgraph):
         importlib.import_module("lasagne_bn.ops.jax.bn")
         importlib.import_module("lasagne_bn.ops.jax.conv")
+        importlib.import_module("lasagne_bn.ops.jax.matmul")
         importlib.import_module("lasagne_bn.ops.jax.moments")
         importlib.import_module("lasagne_bn.ops.jax.pool")
 
@@ -86,7 +87,7 @@ def _register_module(name: str):
 #: group -> (groups it needs first, its registration)
 GROUPS = {
     "jax": ((), _register_jax),
-    "matmul": ((), _register_module("lasagne_bn.ops.matmul")),
+    "matmul": (("jax",), _register_module("lasagne_bn.ops.matmul")),
     "bn": (("jax", "matmul"), _register_module("lasagne_bn.ops.bn_fold_rewrite")),
     "conv": (("jax", "matmul"), _register_module("lasagne_bn.ops.conv_rewrites")),
     "pool": (("jax", "matmul"), _register_module("lasagne_bn.ops.pool_rewrites")),
