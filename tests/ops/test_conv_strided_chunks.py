@@ -4,9 +4,10 @@ Strided convolutions put several images side by side in one GEMM and the
 filter gradient unrolls a block of channels at a time (see
 ``numba_conv_kernels``); these shapes leave a short last group of images
 (odd batch), use two filter groups, and have enough channels for several
-channel blocks, with one and with two threads (two threads: one partial
-filter-gradient sum per thread).  The reference is the NumPy ``perform``
-in float64.
+channel blocks, with one and with two threads.  With at least
+``SPLIT_TASKS`` channels per group the filter gradient is split over
+blocks of channels (``grad_weights_by_rows``), with fewer over images (one
+partial sum per task).  The reference is the NumPy ``perform`` in float64.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ CASES = {
         (5, 3, 7, 11),
         (4, 3, 3, 2),
         dict(border_mode=((1, 0), (2, 1)), subsample=(2, 3)),
+    ),
+    # 4x4 outputs: 37 images in reductions of 32 (last: 5), 20 channels in
+    # blocks of 3 (last: 2), the filter gradient split over channel blocks
+    "by-rows-remainders": (
+        (37, 20, 8, 8),
+        (12, 20, 3, 3),
+        dict(border_mode=1, subsample=(2, 2)),
     ),
 }
 
@@ -96,3 +104,27 @@ def test_first_case_splits_the_work():
     assert 1 < nc < 7 and 7 % nc != 0
     reduction = min(7, kernels.CHUNK_REDUCTION // positions) * positions
     assert kernels.L2_ELEMENTS // (reduction * kh * kw) < cg
+
+
+def test_row_split_case_has_remainders():
+    """The last case really splits its filter gradient over channel blocks with short
+    last blocks of images and of channels."""
+    n, cg = CASES["by-rows-remainders"][0][:2]
+    assert cg >= kernels.SPLIT_TASKS
+    nc = kernels.CHUNK_REDUCTION // 16
+    assert n % nc != 0
+    cb = -(-cg // kernels.SPLIT_TASKS)
+    assert cg % cb != 0
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_filter_gradient_same_bits_on_one_and_two_threads(compiled, name):
+    (_, _, gwt), x, _, dy, _ = compiled[name]
+    previous = set_kernel_threads(1)
+    try:
+        one = gwt(x, dy)
+        set_kernel_threads(2)
+        two = gwt(x, dy)
+    finally:
+        set_kernel_threads(previous)
+    np.testing.assert_array_equal(one, two)
