@@ -14,8 +14,11 @@ from lasagne_bn.ops.matmul import MatMul
 from lasagne_bn.ops.numba.threads import set_kernel_threads
 
 # (m, k, n): narrow and full panels, rows not a multiple of the tile, empty
-# operands, a reduction longer than one cache block, a wide product
+# operands, a reduction longer than one cache block, a wide product; then the
+# skinny products that skip the tiles: matrix-vector (whole and partial row
+# blocks), an outer product, fewer rows than a tile, a short reduction
 SHAPES = [(37, 300, 10), (70, 45, 100), (1, 1, 1), (5, 0, 3), (0, 4, 3), (9, 600, 33)]
+SHAPES += [(83, 64, 1), (40, 300, 3), (30, 1, 70), (3, 50, 40), (20, 5, 50)]
 
 
 @pytest.fixture(scope="module", params=["float32", "float64"])

@@ -84,6 +84,7 @@ MIN_CHUNKS = 4  # ... but keep this many image groups for the threads
 L2_ELEMENTS = 1 << 18
 MIN_COLUMNS = 64
 TB = 16  # rows per block of the filter gradient's final transpose
+SKINNY = 8  # a matrix product with fewer columns or reduction steps skips the tiles
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
@@ -919,6 +920,46 @@ def product_blocks(m, n, nr):
 
 
 @kernel
+def skinny_product(a, b, out):
+    """``out = a @ b`` when a side is too narrow for the micro-kernel's tiles.
+
+    A matrix-vector product (a dense layer's gradient, ``(4096, 64) x (64,
+    1)``) filled one column of each 32-wide panel and an outer product
+    (``k`` = 1) reloaded the tiles for every rank-1 update: both took about
+    a millisecond.  Here, per block of ``MR`` rows: with few columns, ``MR``
+    independent sums per column; otherwise (few rows or a short reduction)
+    each row of ``out`` accumulates rows of ``b`` scaled by ``a``, a
+    vector loop over the columns.  Each element is one chain of sums over
+    ``k`` in order, whatever the threads.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    of = out.reshape(-1)
+    for blk in prange((m + MR - 1) // MR):
+        i0 = blk * MR
+        rows = min(MR, m - i0)
+        if n < SKINNY and k >= SKINNY and rows == MR:
+            acc = np.empty(MR, dtype=a.dtype)
+            for j in range(n):
+                acc[:] = 0
+                for p in range(k):
+                    bj = b[p, j]
+                    for r in range(MR):
+                        acc[r] += a[i0 + r, p] * bj
+                for r in range(MR):
+                    of[(i0 + r) * n + j] = acc[r]
+            continue
+        for i in range(i0, i0 + rows):
+            d = np.uintp(i * n)
+            for j in range(np.uintp(n)):
+                of[d + j] = 0
+            for p in range(k):
+                s = a[i, p]
+                for j in range(np.uintp(n)):
+                    of[d + j] += s * b[p, j]
+
+
+@kernel
 def matmul(a, b, out):
     """``out = a @ b`` for C-contiguous ``a`` (m, k), ``b`` (k, n) and ``out`` (m, n).
 
@@ -932,6 +973,9 @@ def matmul(a, b, out):
     of = out.reshape(-1)
     if k == 0:
         of[:] = 0
+        return
+    if n < SKINNY or k < SKINNY or m < MR:
+        skinny_product(a, b, out)
         return
     nr = panel_width(a)
     ldb = n + nr
