@@ -43,6 +43,14 @@ CASES = {
         (4, 3, 3, 2),
         dict(border_mode=((1, 0), (2, 1)), subsample=(2, 3)),
     ),
+    # a strided 1x1 convolution without padding (a ResNet shortcut): run as a
+    # unit-stride one of the subsampled input; the rows and columns the
+    # stride skips (the last row and column among them) get a zero gradient
+    "pointwise-stride": (
+        (6, 12, 10, 11),
+        (8, 6, 1, 1),
+        dict(border_mode=0, subsample=(2, 3), num_groups=2),
+    ),
     # 4x4 outputs: 37 images in reductions of 32 (last: 5), 20 channels in
     # blocks of 3 (last: 2), the filter gradient split over channel blocks
     "by-rows-remainders": (
@@ -128,3 +136,11 @@ def test_filter_gradient_same_bits_on_one_and_two_threads(compiled, name):
     finally:
         set_kernel_threads(previous)
     np.testing.assert_array_equal(one, two)
+
+
+def test_pointwise_case_takes_the_subsampled_path():
+    _, _, kh, kw = CASES["pointwise-stride"][1]
+    assert kernels.pointwise_strided(kh, kw, 2, 3, 0, 0, 0, 0)
+    assert not kernels.pointwise_strided(kh, kw, 1, 1, 0, 0, 0, 0)
+    assert not kernels.pointwise_strided(kh, kw, 2, 2, 0, 0, 1, 0)
+    assert not kernels.pointwise_strided(3, 3, 2, 2, 0, 0, 0, 0)
