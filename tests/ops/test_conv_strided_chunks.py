@@ -51,6 +51,13 @@ CASES = {
         (8, 6, 1, 1),
         dict(border_mode=0, subsample=(2, 3), num_groups=2),
     ),
+    # 4x4 outputs of 3 channels: the filter gradient split over images (5 per
+    # task), each task's images unrolled with the images innermost
+    "few-channels-images-inner": (
+        (40, 3, 8, 8),
+        (5, 3, 3, 3),
+        dict(border_mode=1, subsample=(2, 2)),
+    ),
     # 4x4 outputs: 37 images in reductions of 32 (last: 5), 20 channels in
     # blocks of 3 (last: 2), the filter gradient split over channel blocks
     "by-rows-remainders": (
@@ -144,3 +151,14 @@ def test_pointwise_case_takes_the_subsampled_path():
     assert not kernels.pointwise_strided(kh, kw, 1, 1, 0, 0, 0, 0)
     assert not kernels.pointwise_strided(kh, kw, 2, 2, 0, 0, 1, 0)
     assert not kernels.pointwise_strided(3, 3, 2, 2, 0, 0, 0, 0)
+
+
+def test_cases_unroll_both_column_orders():
+    """Strided unrolling puts the images innermost when there are more of them than
+    output columns: both orders are exercised, in the forward pass and in both
+    splits of the filter gradient."""
+    assert not kernels.images_inner(3, 8)  # 8x8-groups-blocks
+    assert kernels.images_inner(5, 4)  # odd-stride's forward; few-channels' filter gradient
+    assert kernels.images_inner(32, 4) and kernels.images_inner(5, 4)  # by-rows-remainders
+    assert not kernels.images_inner(1, 4)
+    assert kernels.column(2, 1, 3, 16, True) == 7 and kernels.column(2, 1, 3, 16, False) == 18

@@ -16,8 +16,13 @@ nothing is unrolled (no ``im2col``) for unit strides:
 - other strides: the windows are unrolled (``im2col``) into a thread-local
   buffer, several images side by side (``image_chunk``: small outputs such
   as 4x4 would fill half a register panel and stream the filters once per
-  image), and ``col2im`` scatters the input gradient back; the filter
-  gradient unrolls a block of channels at a time so the block stays in L2.
+  image; with more images than output columns the images are innermost,
+  so that the copies are runs of images), and ``col2im`` scatters the
+  input gradient back; the filter gradient unrolls a block of channels at
+  a time so the block stays in L2, each task owning a block of channels
+  when there are enough of them (no partial sums);
+- a strided 1x1 convolution without padding is a unit-stride one of the
+  subsampled input.
 
 3-D convolutions are sums over the filters' depth taps of these 2-D ones
 (see :func:`conv3d_forward`).  :func:`matmul` runs plain matrix products
@@ -395,32 +400,79 @@ def window_extent(n_out, k, stride, dilation):
 
 
 @driver
-def im2col(x, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
-    """``col[((c*kh + i)*kw + j)*ld + y*wo + o] = pad(x)[c, y*sh + i*dh, o*sw + j*dw]``.
+def images_inner(m, wo):
+    """Whether the unrolled columns of ``m`` images run over positions, then images
+    (more images than output columns: runs of ``m`` beat rows of ``wo``)."""
+    return m > wo
 
-    ``x`` is first padded into the scratch ``xp`` (``C * window_extent(ho,
-    ...) * window_extent(wo, ...)`` elements), so every row copy is ``wo``
-    elements with no bounds to test: branches on the padding, whose outcome
-    changes from tap to tap, cost half of the copy's time.
+
+@driver
+def column(p, n, m, P, inner):
+    """The unrolled column of position ``p`` of image ``n`` (of ``m``, ``P`` positions each)."""
+    return p * m + n if inner else n * P + p
+
+
+@driver
+def im2col(x, n0, m, c0, C, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
+    """``col[((c*kh + i)*kw + j)*ld + column(y*wo + o, n, m, ho*wo, wo)] = pad(x[n0 +
+    n])[c0 + c, y*sh + i*dh, o*sw + j*dw]`` for ``m`` images and ``C`` channels.
+
+    With more images than output columns (:func:`images_inner`) the columns
+    run over positions, then images, so that a window row is ``wo`` runs of
+    ``m`` contiguous elements: each channel is first padded into the scratch
+    ``xp`` with the images innermost; on 4x4 outputs, rows of 4 elements
+    gathered image by image were a fifth of the forward pass.  Otherwise
+    each image is padded whole into ``xp`` in turn and its rows are gathered
+    with the stride.  ``xp`` holds ``max(C, m) * window_extent(ho, ...) *
+    window_extent(wo, ...)`` elements.  Either way every copy is free of
+    bounds tests: branches on the padding, whose outcome changes from tap to
+    tap, cost half of the copy's time.
     """
-    C = x.shape[0]
+    H, W = x.shape[2], x.shape[3]
     hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
-    pad_into(x, xp, 0, hn * wn, hn, wn, pt, pl)
+    if not images_inner(m, wo):
+        for n in range(m):
+            pad_into(x[n0 + n, c0 : c0 + C], xp, 0, hn * wn, hn, wn, pt, pl)
+            for c in range(C):
+                for i in range(kh):
+                    for j in range(kw):
+                        row = (c * kh + i) * kw + j
+                        for y in range(ho):
+                            # unsigned indices: Numba wraps negative signed ones, a
+                            # test per element that more than doubled the copy's time
+                            base = np.uintp(row * ld + (n * ho + y) * wo)
+                            src = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
+                            if sw == 2:  # a constant stride: the compiler vectorises the gather
+                                for o in range(np.uintp(wo)):
+                                    col[base + o] = xp[src + np.uintp(2) * o]
+                            else:
+                                for o in range(np.uintp(wo)):
+                                    col[base + o] = xp[src + o * np.uintp(sw)]
+        return
+    um = np.uintp(m)
+    lo, hi = span(-pl, 0, 1, wn, W)
     for c in range(C):
+        # xp[(r*wn + s)*m + n] = pad(x[n0 + n])[c0 + c, r, s]
+        xp[: hn * wn * m] = 0
+        for n in range(m):
+            for r in range(H):
+                d = r + pt
+                if d < 0 or d >= hn:
+                    continue
+                base = np.uintp((d * wn + pl) * m + n)
+                for q in range(lo, hi):
+                    xp[base + np.uintp(q) * um] = x[n0 + n, c0 + c, r, q]
         for i in range(kh):
             for j in range(kw):
                 row = (c * kh + i) * kw + j
                 for y in range(ho):
-                    # unsigned indices: Numba wraps negative signed ones, a
-                    # test per element that more than doubled the copy's time
-                    base = np.uintp(row * ld + y * wo)
-                    src = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
-                    if sw == 2:  # a constant stride: the compiler vectorises the gather
-                        for o in range(np.uintp(wo)):
-                            col[base + o] = xp[src + np.uintp(2) * o]
-                    else:
-                        for o in range(np.uintp(wo)):
-                            col[base + o] = xp[src + o * np.uintp(sw)]
+                    base = np.uintp(row * ld + y * wo * m)
+                    src = np.uintp(((y * sh + i * dh) * wn + j * dw) * m)
+                    for o in range(np.uintp(wo)):
+                        b = base + o * um
+                        a = src + o * np.uintp(sw) * um
+                        for t in range(um):
+                            col[b + t] = xp[a + t]
 
 
 @driver
@@ -606,20 +658,28 @@ def _forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         g, n0 = task // chunks, (task % chunks) * nc
         m = min(nc, N - n0)
         col = np.empty(K * ld, dtype=x.dtype)
-        xp = np.empty(Cg * hn * wn, dtype=x.dtype)
-        for j in range(m):
-            im2col(
-                x[n0 + j, g * Cg : (g + 1) * Cg], col[j * Q :], ld, kh, kw, sh, sw, dh, dw, pt,
-                pl, Ho, Wo, xp,
-            )  # fmt: skip
+        xp = np.empty(max(Cg, m) * hn * wn, dtype=x.dtype)
+        im2col(x, n0, m, g * Cg, Cg, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo, xp)
         for r in range(K):  # the columns past the last image: read, never stored
             col[r * ld + m * Q : (r + 1) * ld] = 0
         panel = np.empty(padded_rows(Fg) * nr, dtype=x.dtype)
-        # column q = j*Q + p is out[n0 + j, g*Fg + f, p]: rows of Q, F*Q apart
-        gemm(
-            Fg, m * Q, K, kf, g * Fg * K, arow, col, 0, boff, of, (n0 * F + g * Fg) * Q, Q, Q,
-            F * Q, panel,
-        )  # fmt: skip
+        if not images_inner(m, Wo):
+            # column j*Q + p is out[n0 + j, g*Fg + f, p]: rows of Q, F*Q apart
+            gemm(
+                Fg, m * Q, K, kf, g * Fg * K, arow, col, 0, boff, of, (n0 * F + g * Fg) * Q, Q,
+                Q, F * Q, panel,
+            )  # fmt: skip
+            continue
+        # column p*m + j is out[n0 + j, g*Fg + f, p]: a product, then the images apart
+        res = np.empty(Fg * m * Q, dtype=x.dtype)
+        gemm(Fg, m * Q, K, kf, g * Fg * K, arow, col, 0, boff, res, 0, m * Q, m * Q, m * Q, panel)
+        um = np.uintp(m)
+        for f in range(Fg):
+            for j in range(m):
+                d = np.uintp(((n0 + j) * F + g * Fg + f) * Q)
+                src = np.uintp(f * m * Q + j)
+                for q in range(np.uintp(Q)):
+                    of[d + q] = res[src + q * um]
 
 
 # --------------------------------------------------------------------------
@@ -841,7 +901,7 @@ def _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
             yt[Q * fp :] = 0
         # this task's partial dW^T, one tile block per channel block
         tiles = np.empty(nblk * bsize, dtype=x.dtype)
-        xp = np.empty(0 if unit else cb * xp_plane, dtype=x.dtype)  # im2col's padded block
+        xp = np.empty(0 if unit else max(cb, nc) * xp_plane, dtype=x.dtype)  # im2col's scratch
         n_lo, n_hi = task * N // ntask, (task + 1) * N // ntask
         for g in range(G):
             first = True
@@ -849,15 +909,18 @@ def _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                 m = min(nc, n_hi - n0)
                 for j in range(m):
                     n = n0 + j
-                    # dyT[j*P + y*width + x, f] = dy[n, g*Fg + f, y, x]
+                    # dyT[column(y*width + x, j, ...), f] = dy[n, g*Fg + f, y, x]
+                    # (im2col's columns; unit strides: one image, width Wp)
+                    inner = not unit and images_inner(m, Wo)
+                    step = np.uintp((m if inner else 1) * fp)
                     for f in range(Fg):
                         src = (n * F + g * Fg + f) * P
                         for y in range(Ho):
                             # unsigned indices: no wrap-around test per element
-                            d = np.uintp((j * P + y * width) * fp + f)
+                            d = np.uintp(column(y * width, j, m, P, inner) * fp + f)
                             r = np.uintp(src + y * Wo)
                             for xx in range(np.uintp(Wo)):
-                                yt[d + xx * np.uintp(fp)] = yf[r + xx]
+                                yt[d + xx * step] = yf[r + xx]
                     if unit:
                         pad_into(x[n, g * Cg : (g + 1) * Cg], a_buf, 0, L, Hp, Wp, pt, pl)
                         gemm_tiles(K, Fg, Q, a_buf, 0, arow, yt, 0, boff_q, tiles, not first)
@@ -866,11 +929,10 @@ def _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
                     continue
                 for blk in range(nblk):
                     c0, c1 = blk * cb, min(Cg, (blk + 1) * cb)
-                    for j in range(m):
-                        im2col(
-                            x[n0 + j, g * Cg + c0 : g * Cg + c1], a_buf[j * P :], L, kh, kw, sh,
-                            sw, dh, dw, pt, pl, Ho, Wo, xp,
-                        )  # fmt: skip
+                    im2col(
+                        x, n0, m, g * Cg + c0, c1 - c0, a_buf, L, kh, kw, sh, sw, dh, dw, pt, pl,
+                        Ho, Wo, xp,
+                    )  # fmt: skip
                     gemm_tiles(
                         (c1 - c0) * T, Fg, m * P, a_buf, 0, arow, yt, 0, boff_q,
                         tiles[blk * bsize :], not first,
@@ -920,29 +982,36 @@ def grad_weights_by_rows(x, dy, dk, sh, sw, dh, dw, pt, pl, G):
     P = Ho * Wo
     nr = panel_width(x)
     fp = (Fg + nr - 1) // nr * nr
-    # dyT[g][n*P + p, f] = dy[n, g*Fg + f, p]; the columns past Fg stay zero
+    nc = max(1, min(N, (CHUNK_REDUCTION + P - 1) // P))  # images per product
+    L = nc * P
+    # dyT[g][n0*P + column(p, j, ...), f] = dy[n0 + j, g*Fg + f, p] for the chunk
+    # of m images from n0 (im2col's columns); the columns past Fg stay zero
     gsize = N * P * fp
     yt = np.empty(G * gsize + nr, dtype=x.dtype)
     yt[G * gsize :] = 0
     yf = dy.reshape(-1)
     for it in prange(G * N):
         g, n = it // N, it % N
-        base = g * gsize + n * P * fp
+        n0 = n // nc * nc
+        m, j = min(nc, N - n0), n - n0
+        inner = images_inner(m, Wo)
+        base = g * gsize + n0 * P * fp
         for p in range(P):
-            yt[base + p * fp + Fg : base + (p + 1) * fp] = 0
+            q = base + column(p, j, m, P, inner) * fp
+            yt[q + Fg : q + fp] = 0
+        d0 = base + column(0, j, m, P, inner) * fp
+        step = np.uintp((m if inner else 1) * fp)
         for f in range(Fg):
             # unsigned indices: no wrap-around test per element
-            d = np.uintp(base + f)
+            d = np.uintp(d0 + f)
             r = np.uintp((n * F + g * Fg + f) * P)
             for p in range(np.uintp(P)):
-                yt[d + p * np.uintp(fp)] = yf[r + p]
-    nc = max(1, min(N, (CHUNK_REDUCTION + P - 1) // P))
-    L = nc * P
+                yt[d + p * step] = yf[r + p]
     cb = max(1, min((Cg + SPLIT_TASKS - 1) // SPLIT_TASKS, L2_ELEMENTS // (L * T)))
     nblk = (Cg + cb - 1) // cb
     arow = row_table(cb * T, L)
     boff = np.arange(L) * fp
-    xp_size = cb * window_extent(Ho, kh, sh, dh) * window_extent(Wo, kw, sw, dw)
+    xp_size = max(cb, nc) * window_extent(Ho, kh, sh, dh) * window_extent(Wo, kw, sw, dw)
     dkf = dk.reshape(-1)
     for task in prange(G * nblk):
         g, blk = task // nblk, task % nblk
@@ -954,11 +1023,10 @@ def grad_weights_by_rows(x, dy, dk, sh, sw, dh, dw, pt, pl, G):
         tiles = np.zeros(mp * fp, dtype=x.dtype)  # stays zero without images
         for n0 in range(0, N, nc):
             m = min(nc, N - n0)
-            for j in range(m):
-                im2col(
-                    x[n0 + j, g * Cg + c0 : g * Cg + c1], a_buf[j * P :], L, kh, kw, sh, sw,
-                    dh, dw, pt, pl, Ho, Wo, xp,
-                )  # fmt: skip
+            im2col(
+                x, n0, m, g * Cg + c0, c1 - c0, a_buf, L, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo,
+                xp,
+            )  # fmt: skip
             gemm_tiles(
                 rows, Fg, m * P, a_buf, 0, arow, yt, g * gsize + n0 * P * fp, boff, tiles, n0 > 0
             )
