@@ -89,7 +89,9 @@ MIN_CHUNKS = 4  # ... but keep this many image groups for the threads
 L2_ELEMENTS = 1 << 18
 MIN_COLUMNS = 64
 TB = 16  # rows per block of the filter gradient's final transpose
-SKINNY = 8  # a matrix product with fewer columns or reduction steps skips the tiles
+# a matrix product with fewer columns or reduction steps than this (or rows than MR)
+# skips the tiles
+SKINNY = 8
 
 kernel = numba.njit(parallel=True, cache=True, nogil=True)
 driver = numba.njit(cache=True, nogil=True)
@@ -828,10 +830,13 @@ def _grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
 @driver
 def conv_grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     """``dk`` (F, Cg, kh, kw), oriented: sum over the batch of ``dy (x) windows(x)``
-    (see :func:`_grad_weights`)."""
+    (:func:`_grad_weights`; strided with at least ``SPLIT_TASKS`` channels per
+    group, :func:`grad_weights_by_rows`)."""
     Ho, Wo = dy.shape[2], dy.shape[3]
     if pointwise_strided(dk.shape[2], dk.shape[3], sh, sw, pt, pb, pl, pr):
         _grad_weights(subsample(x, sh, sw, Ho, Wo), dy, dk, 1, 1, dh, dw, 0, 0, 0, 0, G, tasks)
+    elif (sh != 1 or sw != 1) and dk.shape[1] >= SPLIT_TASKS:
+        grad_weights_by_rows(x, dy, dk, sh, sw, dh, dw, pt, pl, G)
     else:
         _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks)
 
@@ -851,9 +856,6 @@ def _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
     N, C, H, W = x.shape
     F, Ho, Wo = dy.shape[1], dy.shape[2], dy.shape[3]
     _, Cg, kh, kw = dk.shape
-    if (sh != 1 or sw != 1) and Cg >= SPLIT_TASKS:
-        grad_weights_by_rows(x, dy, dk, sh, sw, dh, dw, pt, pl, G)
-        return
     Fg = F // G
     T = kh * kw
     K = Cg * T
