@@ -16,6 +16,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from kernel_threads import on_threads
 
 from lasagne_bn.ops.conv import (
     conv2d,
@@ -135,14 +136,7 @@ def test_row_split_case_has_remainders():
 @pytest.mark.parametrize("name", list(CASES))
 def test_filter_gradient_same_bits_on_one_and_two_threads(compiled, name):
     (_, _, gwt), x, _, dy, _ = compiled[name]
-    previous = set_kernel_threads(1)
-    try:
-        one = gwt(x, dy)
-        set_kernel_threads(2)
-        two = gwt(x, dy)
-    finally:
-        set_kernel_threads(previous)
-    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(on_threads(1, gwt, x, dy), on_threads(2, gwt, x, dy))
 
 
 def test_pointwise_case_takes_the_subsampled_path():

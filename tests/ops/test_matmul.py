@@ -7,11 +7,11 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from compile_modes import mode_for
+from kernel_threads import on_threads
 from pytensor.tensor.math import Dot
 
 from lasagne_bn.ops import batch_normalization_train
 from lasagne_bn.ops.matmul import MatMul
-from lasagne_bn.ops.numba.threads import set_kernel_threads
 
 # (m, k, n): narrow and full panels, rows not a multiple of the tile, empty
 # operands, a reduction longer than one cache block, a wide product; then the
@@ -62,14 +62,7 @@ def test_one_and_two_threads_give_the_same_bits(compiled):
     rng = np.random.default_rng(3)
     a = rng.standard_normal((200, 300)).astype(dtype)
     b = rng.standard_normal((300, 150)).astype(dtype)
-    previous = set_kernel_threads(1)
-    try:
-        one = plain(a, b)
-        set_kernel_threads(2)
-        two = plain(a, b)
-    finally:
-        set_kernel_threads(previous)
-    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(on_threads(1, plain, a, b), on_threads(2, plain, a, b))
 
 
 @pytest.mark.parametrize(
