@@ -93,3 +93,45 @@ def test_tile_accumulation_matches_numpy(dtype, panels):
     np.testing.assert_allclose(
         _tiles_product(a, bs), expected, rtol=0, atol=tol * np.sqrt(terms * k)
     )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 33, 100])
+def test_copy_and_zero_runs_touch_only_their_run(dtype, n):
+    src = np.arange(1, 200, dtype=dtype)
+    dst = np.full(150, -1.0, dtype=dtype)
+    kernels.copy_run(dst, 7, src, 3, n)
+    expected = np.full(150, -1.0, dtype=dtype)
+    expected[7 : 7 + n] = src[3 : 3 + n]
+    np.testing.assert_array_equal(dst, expected)
+    kernels.zero_run(dst, 20, n)
+    expected[20 : 20 + n] = 0
+    np.testing.assert_array_equal(dst, expected)
+
+
+@pytest.mark.parametrize(
+    ("rows", "width", "top", "left"),
+    [
+        (7, 9, 1, 1),  # a 5x7 plane inside a border of one
+        (9, 11, 2, 3),  # wider on one side
+        (5, 7, 0, 0),  # no border: a copy
+        (4, 6, -1, -1),  # negative offsets crop the source (padding beyond the taps)
+        (3, 4, -1, -2),  # cropped on every side
+        (5, 7, 9, 0),  # the plane lands below the buffer: all zeros
+    ],
+)
+def test_pad_into_matches_numpy(rows, width, top, left):
+    rng = np.random.default_rng(1)
+    C, R, S = 3, 5, 7
+    src = rng.random((2, C, R, S), dtype="float32")  # the second image's planes are copied
+    ld = rows * width + 5  # a tail past each plane, zeroed too
+    dst = np.full(4 + C * ld, np.nan, dtype="float32")
+    kernels.pad_into(src.reshape(-1), C * R * S, C, R, S, dst, 4, ld, rows, width, top, left)
+    expected = np.zeros((C, ld), dtype="float32")
+    planes = expected[:, : rows * width].reshape(C, rows, width)
+    for r in range(R):
+        for s in range(S):
+            if 0 <= r + top < rows and 0 <= s + left < width:
+                planes[:, r + top, s + left] = src[1, :, r, s]
+    assert np.isnan(dst[:4]).all()
+    np.testing.assert_array_equal(dst[4:].reshape(C, ld), expected)
