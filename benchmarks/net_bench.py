@@ -724,8 +724,12 @@ def profile_ours(net: str, size: str, calls: int, step: str = "train") -> None:
 
     from pytensor.compile.mode import Mode, get_mode
 
+    from lasagne_bn.ops import recycle_host_memory
     from lasagne_bn.ops.numba.linker import NumbaNodeLinker, _NodeProgram
 
+    # as in the timed workers (worker_loop): without it every large output
+    # faults its pages in afresh and an elementwise node looks 4x slower
+    recycle_host_memory()
     cfg = SIZES[size][net]
     with tempfile.TemporaryDirectory() as tmp:
         weights = os.path.join(tmp, "w.npz")

@@ -20,11 +20,12 @@ def _spin(ready, stop) -> None:
 def busy_cores(count: int) -> Iterator[None]:
     """Run ``count`` busy loops until the block ends; they all spin when it starts.
 
-    A fork of a large process (JAX and PyTensor loaded) can take longer than
-    any fixed pause before its child runs, so this waits until each child
-    says it spins.
+    The children are spawned, not forked: forking a process in which JAX's
+    threads run can deadlock the child (Python warns of it), and a spawned
+    child imports only this module.  Starting one can take longer than any
+    fixed pause, so this waits until each child says it spins.
     """
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")
     stop = ctx.RawValue("b", 0)
     ready = [ctx.Event() for _ in range(count)]
     procs = [ctx.Process(target=_spin, args=(r, stop), daemon=True) for r in ready]

@@ -493,7 +493,12 @@ def im2col(x, n0, m, c0, C, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp)
                             base = np.uintp(row * ld + (n * ho + y) * wo)
                             src = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
                             if sw == 2:  # a constant stride: the compiler vectorises the gather
-                                for o in range(np.uintp(wo)):
+                                o0 = np.uintp(0)
+                                while o0 + np.uintp(8) <= np.uintp(wo):
+                                    for t in range(np.uintp(8)):
+                                        col[base + o0 + t] = xp[src + np.uintp(2) * (o0 + t)]
+                                    o0 += np.uintp(8)
+                                for o in range(o0, np.uintp(wo)):
                                     col[base + o] = xp[src + np.uintp(2) * o]
                             else:
                                 for o in range(np.uintp(wo)):
