@@ -373,8 +373,14 @@ def span(pad, offset, stride, size, n_out):
 def _memory_op(typingctx, dst, d, src, s, n):
     """``dst[d : d + n] = src[s : s + n]`` (``llvm.memcpy``), or ``dst[d : d + n] = 0``
     (``llvm.memset``) when ``src`` is None; 1-D arrays of one dtype, ``n >= 0``."""
-    sig = types.void(dst, types.intp, src, types.intp, types.intp)
     zero = isinstance(src, types.NoneType)
+
+    def flat(arr):  # the copy is by address: contiguous 1-D arrays only
+        return isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+
+    if not flat(dst) or not (zero or (flat(src) and src.dtype == dst.dtype)):
+        return None  # a typing error at the call, not a wrong copy
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
 
     def codegen(context, builder, signature, args):
         dst_, d_, src_, s_, n_ = args
@@ -493,6 +499,8 @@ def im2col(x, n0, m, c0, C, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp)
                             base = np.uintp(row * ld + (n * ho + y) * wo)
                             src = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
                             if sw == 2:  # a constant stride: the compiler vectorises the gather
+                                # in blocks of 8, a constant trip count: over a run-time
+                                # count of 8 the vector loop never ran, only its remainder
                                 o0 = np.uintp(0)
                                 while o0 + np.uintp(8) <= np.uintp(wo):
                                     for t in range(np.uintp(8)):
