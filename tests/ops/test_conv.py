@@ -386,6 +386,21 @@ def test_bad_shapes_at_run_time(mode_name):
         fn(np.zeros((1, 4, 2, 5)), np.zeros((2, 2, 3, 3)))
 
 
+@pytest.mark.parametrize("mode_name", ["default", "fast_compile"])
+def test_input_gradient_without_filters_is_zero(mode_name):
+    """No filters: nothing reaches the input, and its gradient is zeros (the default
+    mode's kernel, which overwrites its result, is not called at all here)."""
+    dy, w = pt.tensor4(), pt.tensor4()
+    fn = pytensor.function(
+        [dy, w], conv2d_grad_wrt_inputs(dy, w, (2, 3, 4, 4)), mode=mode_for(mode_name)
+    )
+    for _ in range(3):  # fresh results may reuse freed, dirty memory
+        got = fn(np.zeros((2, 0, 3, 3)), np.zeros((0, 3, 2, 2)))
+        assert got.shape == (2, 3, 4, 4)
+        assert not got.any()
+        fn(np.ones((2, 1, 3, 3)), np.ones((1, 3, 2, 2)))  # leaves non-zero buffers behind
+
+
 @pytest.mark.filterwarnings("ignore:Numba will use object mode:UserWarning")
 @pytest.mark.parametrize("mode_name", ["default", "jax", "fast_compile"])
 def test_float16_runs_and_agrees_with_float32(mode_name):
