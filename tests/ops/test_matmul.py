@@ -19,11 +19,13 @@ from lasagne_bn.ops.matmul import MatMul
 # blocks), an outer product, fewer rows than a tile, a short reduction
 SHAPES = [(37, 300, 10), (70, 45, 100), (1, 1, 1), (5, 0, 3), (0, 4, 3), (9, 600, 33)]
 SHAPES += [(83, 64, 1), (40, 300, 3), (30, 1, 70), (3, 50, 40), (20, 5, 50)]
+# a row times a matrix (the kernel takes a transposed right operand as it lies)
+SHAPES += [(1, 64, 83), (1, 9, 2)]
 
 
 @pytest.fixture(scope="module", params=["float32", "float64"])
 def compiled(request):
-    """``a @ b`` and ``a.T @ b`` (a transposed view) through MatMul, per mode."""
+    """``a @ b``, ``a.T @ b`` and ``a @ b.T`` (transposed views) through MatMul, per mode."""
     dtype = request.param
     a, b = pt.matrix("a", dtype=dtype), pt.matrix("b", dtype=dtype)
     fns = {}
@@ -32,6 +34,7 @@ def compiled(request):
         fns[name] = (
             pytensor.function([a, b], MatMul()(a, b), mode=mode),
             pytensor.function([a, b], MatMul()(a.T, b), mode=mode),
+            pytensor.function([a, b], MatMul()(a, b.T), mode=mode),
         )
     return dtype, fns
 
@@ -45,15 +48,21 @@ def test_matches_numpy(compiled, shape):
     b = rng.standard_normal((k, n)).astype(dtype)
     expected = a.astype(np.float64) @ b.astype(np.float64)
     tol = 1e-5 if dtype == "float32" else 1e-12
-    for name, (plain, transposed) in fns.items():
+    for name, (plain, a_view, b_view) in fns.items():
         got = np.asarray(plain(a, b))
         assert got.dtype == dtype and got.shape == (m, n), name
         np.testing.assert_allclose(got, expected, rtol=0, atol=tol * np.sqrt(max(k, 1)))
-        from_view = np.asarray(transposed(np.ascontiguousarray(a.T), b))
-        if name == "default":  # our kernel copies the view: the same product, bit for bit
-            np.testing.assert_array_equal(from_view, got)
-        else:
-            np.testing.assert_allclose(from_view, expected, rtol=0, atol=tol * np.sqrt(max(k, 1)))
+        for from_view in (
+            np.asarray(a_view(np.ascontiguousarray(a.T), b)),
+            np.asarray(b_view(a, np.ascontiguousarray(b.T))),
+        ):
+            if name == "default":
+                # our kernel copies the view, or beside a single column or row takes
+                # the product transposed: the same sums in the same order, bit for bit
+                np.testing.assert_array_equal(from_view, got)
+            else:
+                atol = tol * np.sqrt(max(k, 1))
+                np.testing.assert_allclose(from_view, expected, rtol=0, atol=atol)
 
 
 def test_one_and_two_threads_give_the_same_bits(compiled):

@@ -1,7 +1,8 @@
 """Numba registration of :class:`lasagne_bn.ops.matmul.MatMul` (the default backend).
 
 The generated wrapper checks the shapes, makes both operands C-contiguous
-(a transposed view is copied) and calls
+(a transposed view is copied, except beside a single column or row, where
+the product is taken transposed) and calls
 :func:`lasagne_bn.ops.numba.conv_kernels.matmul`, the convolution kernels'
 GEMM engine, through its C entry point.
 """
@@ -20,12 +21,25 @@ def _matmul(op, node):
         "m, k = a.shape",
         "k2, n = b.shape",
         check("k2 != k", "MatMul: a.shape[1] does not match b.shape[0]"),
-        "ac = np.ascontiguousarray(a)",
-        "bc = np.ascontiguousarray(b)",
         "out = np.empty((m, n), dtype=a.dtype)",
-        *dims(["m", "k", "n"]),
+        # A transposed operand of a product with one column (one row) is
+        # multiplied as it lies: out.T = b.T @ a.T, and an (m, 1) result lies
+        # in memory as (1, m).  Copying it instead (a dense layer's weight
+        # gradient, X.T @ dy: (4096, 64) x (64, 1)) took 0.7 of the 0.8 ms.
+        "if n == 1 and m > 1 and not a.flags.c_contiguous and a.T.flags.c_contiguous:",
+        "    lhs = np.ascontiguousarray(b)",
+        "    rhs = np.ascontiguousarray(a.T)",
+        *["    " + line for line in dims(["1", "k", "m"])],
+        "elif m == 1 and n > 1 and not b.flags.c_contiguous and b.T.flags.c_contiguous:",
+        "    lhs = np.ascontiguousarray(b.T)",
+        "    rhs = np.ascontiguousarray(a)",
+        *["    " + line for line in dims(["n", "k", "1"])],
+        "else:",
+        "    lhs = np.ascontiguousarray(a)",
+        "    rhs = np.ascontiguousarray(b)",
+        *["    " + line for line in dims(["m", "k", "n"])],
         "if out.size > 0:",
-        "    matmul_fn(ac.ctypes, bc.ctypes, out.ctypes, dims.ctypes)",
+        "    matmul_fn(lhs.ctypes, rhs.ctypes, out.ctypes, dims.ctypes)",
         "return out",
     ]
     return "matmul", body, ["a", "b"], "matmul"
