@@ -26,18 +26,14 @@ def _matmul(op, node):
         # multiplied as it lies: out.T = b.T @ a.T, and an (m, 1) result lies
         # in memory as (1, m).  Copying it instead (a dense layer's weight
         # gradient, X.T @ dy: (4096, 64) x (64, 1)) took 0.7 of the 0.8 ms.
+        "rows, cols = m, n",
         "if n == 1 and m > 1 and not a.flags.c_contiguous and a.T.flags.c_contiguous:",
-        "    lhs = np.ascontiguousarray(b)",
-        "    rhs = np.ascontiguousarray(a.T)",
-        *["    " + line for line in dims(["1", "k", "m"])],
+        "    lhs, rhs, rows, cols = np.ascontiguousarray(b), np.ascontiguousarray(a.T), 1, m",
         "elif m == 1 and n > 1 and not b.flags.c_contiguous and b.T.flags.c_contiguous:",
-        "    lhs = np.ascontiguousarray(b.T)",
-        "    rhs = np.ascontiguousarray(a)",
-        *["    " + line for line in dims(["n", "k", "1"])],
+        "    lhs, rhs, rows, cols = np.ascontiguousarray(b.T), np.ascontiguousarray(a), n, 1",
         "else:",
-        "    lhs = np.ascontiguousarray(a)",
-        "    rhs = np.ascontiguousarray(b)",
-        *["    " + line for line in dims(["m", "k", "n"])],
+        "    lhs, rhs = np.ascontiguousarray(a), np.ascontiguousarray(b)",
+        *dims(["rows", "k", "cols"]),
         "if out.size > 0:",
         "    matmul_fn(lhs.ctypes, rhs.ctypes, out.ctypes, dims.ctypes)",
         "return out",
