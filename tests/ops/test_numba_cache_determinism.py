@@ -56,8 +56,49 @@ print(digest.hexdigest())
 """
 
 
+# Split elementwise nodes of a node-by-node program (parallel functions
+# cached by PyTensor): an Adam-like update in place, a fused activation with
+# a broadcast bias, two outputs; on two threads.
+CHILD_SPLIT = """
+import hashlib
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.compile.mode import NUMBA, Mode
+from lasagne_bn.ops.numba.linker import NumbaNodeLinker
+from lasagne_bn.ops.numba.threads import set_kernel_threads
+
+pytensor.config.floatX = "float32"
+set_kernel_threads(2)
+rng = np.random.default_rng(0)
+w = pytensor.shared(rng.standard_normal((33, 70)).astype("float32"))
+m = pytensor.shared(np.zeros((33, 70), "float32"))
+v = pytensor.shared(np.ones((33, 70), "float32"))
+g = pt.matrix("g", dtype="float32")
+x = pt.tensor4("x", dtype="float32")
+b = pt.tensor("b", dtype="float32", shape=(1, None, 1, 1))
+m_new = 0.9 * m + 0.1 * g
+v_new = 0.999 * v + 0.001 * g * g
+updates = [(m, m_new), (v, v_new), (w, w - 0.01 * m_new / (pt.sqrt(v_new) + 1e-8))]
+y = x + b
+outs = [pt.tanh(y) * 0.5 + 0.2 * y, pt.exp(-abs(y)) / (1 + y * y)]
+mode = Mode(linker=NumbaNodeLinker(max_interface=0, max_nodes=0), optimizer=NUMBA.optimizer)
+f = pytensor.function([g, x, b], outs, updates=updates, mode=mode)
+digest = hashlib.sha256()
+shapes = [(33, 70), (9, 3, 7, 5), (1, 3, 1, 1)]
+for k in range(3):
+    args = [rng.standard_normal(s).astype("float32") for s in shapes]
+    for a in f(*args):
+        digest.update(a.tobytes())
+for p in (w, m, v):
+    digest.update(p.get_value().tobytes())
+print(digest.hexdigest())
+"""
+
+
 @pytest.mark.slow
-def test_fresh_compile_and_disk_cache_agree(tmp_path):
+@pytest.mark.parametrize("child", [CHILD, CHILD_SPLIT], ids=["kernels", "split_elemwise"])
+def test_fresh_compile_and_disk_cache_agree(tmp_path, child):
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -67,7 +108,7 @@ def test_fresh_compile_and_disk_cache_agree(tmp_path):
 
     def run() -> str:
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600
+            [sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=600
         )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()

@@ -61,6 +61,10 @@ MAX_WHOLE_INTERFACE = 128
 #: node instead of one module linking all of them).
 MAX_WHOLE_NODES = 1000
 
+#: Whether large elementwise nodes are split over the kernel threads
+#: (:mod:`lasagne_bn.ops.numba.elemwise`); read when a node is compiled.
+SPLIT_ELEMWISE = True
+
 # One compiled function per node key for the whole process: a ResNet-50
 # step has about a thousand nodes but a few dozen distinct ones.
 _NODE_FUNCTIONS: dict[str, Any] = {}
@@ -88,8 +92,16 @@ def _node_function(node, storage_map):
         numba_typify,
     )
 
-    func, key = numba_funcify_ensure_cache(node.op, node=node, storage_map=storage_map)
-    env: dict[str, Any] = {"node_impl": func}
+    from lasagne_bn.ops.numba.elemwise import slab_node, split_source, splittable
+
+    split = SPLIT_ELEMWISE and splittable(node)
+    if split:
+        slab = slab_node(node)
+        func, key = numba_funcify_ensure_cache(slab.op, node=slab, storage_map=storage_map)
+        env: dict[str, Any] = {"slab_impl": func}
+    else:
+        func, key = numba_funcify_ensure_cache(node.op, node=node, storage_map=storage_map)
+        env = {"node_impl": func}
     params, args, const_keys = [], [], []
     for i, var in enumerate(node.inputs):
         if isinstance(var, Constant):
@@ -100,12 +112,19 @@ def _node_function(node, storage_map):
         else:
             params.append(f"i{i}")
             args.append(f"i{i}")
-    src = f"def lasagne_bn_node({', '.join(params)}):\n    return node_impl({', '.join(args)})\n"
+    if split:
+        src, split_env = split_source(node, params, args)
+        env |= split_env
+    else:
+        call = f"node_impl({', '.join(args)})"
+        src = f"def lasagne_bn_node({', '.join(params)}):\n    return {call}\n"
     full_key = None
     if key is not None:
         # __name__: a cached function's environment names this module, so a
         # key from before a rename must not be served.
         parts = (key, tuple(const_keys), len(node.inputs), int(config.numba__fastmath), __name__)
+        if split:
+            parts += ("split", src)
         full_key = "lasagne_bn_node_" + sha256(repr(parts).encode()).hexdigest()
         if full_key in _NODE_FUNCTIONS:
             return _NODE_FUNCTIONS[full_key]
@@ -117,7 +136,7 @@ def _node_function(node, storage_map):
         global_env=globals() | env,
         cache_key=full_key,
     )
-    jitted = numba_njit(wrapper, final_function=True, cache=full_key is not None)
+    jitted = numba_njit(wrapper, final_function=True, cache=full_key is not None, parallel=split)
     if full_key is not None:
         _NODE_FUNCTIONS[full_key] = jitted
     return jitted

@@ -1,7 +1,8 @@
 """How many threads the parallel Numba kernels use: chosen per call.
 
-The batch-norm, convolution and pooling kernels are ``prange`` loops run by
-Numba's thread pool.  A parallel launch is not free: with the ``omp``
+The batch-norm, convolution and pooling kernels, and the large elementwise
+nodes of a node-by-node program (:mod:`.elemwise`), are ``prange`` loops run
+by Numba's thread pool.  A parallel launch is not free: with the ``omp``
 threading layer (libgomp), a launch wakes the pool's workers, the caller
 waits at a barrier for the slowest, and every worker then spins for a few
 milliseconds before it sleeps.  On a quiet machine that is a few
@@ -64,7 +65,8 @@ from numba.extending import intrinsic
 
 driver = numba.njit(cache=True, nogil=True)
 
-# Elements (batch norm), multiply-adds (convolution) and window reads (pooling)
+# Elements (batch norm), multiply-adds (convolution), window reads (pooling)
+# and output elements (elementwise)
 # below which a call runs on one thread.  Estimates (a few tens of µs of work
 # on one thread, against a launch that wakes a sleeping worker): the machine
 # was never quiet enough to measure the crossover with
@@ -72,14 +74,20 @@ driver = numba.njit(cache=True, nogil=True)
 BN_MIN_WORK = 1 << 16
 CONV_MIN_WORK = 1 << 20
 POOL_MIN_WORK = 1 << 16
+ELEMWISE_MIN_WORK = 1 << 16
 
-MIN_WORK = {"batch_norm": BN_MIN_WORK, "conv": CONV_MIN_WORK, "pool": POOL_MIN_WORK}
+MIN_WORK = {
+    "batch_norm": BN_MIN_WORK,
+    "conv": CONV_MIN_WORK,
+    "pool": POOL_MIN_WORK,
+    "elemwise": ELEMWISE_MIN_WORK,
+}
 
 # The kernels name their family by number; the thresholds live in the state
 # buffer below (not baked into the cached kernels, so a new value here takes
 # effect without recompiling them).
-BATCH_NORM, CONV, POOL = 0, 1, 2
-KINDS = {"batch_norm": BATCH_NORM, "conv": CONV, "pool": POOL}
+BATCH_NORM, CONV, POOL, ELEMWISE = 0, 1, 2, 3
+KINDS = {"batch_norm": BATCH_NORM, "conv": CONV, "pool": POOL, "elemwise": ELEMWISE}
 
 # --------------------------------------------------------------------------
 # the process-wide setting, shared with the compiled kernels by symbol name
@@ -355,7 +363,7 @@ def set_kernel_threads(threads: int | str | None = "auto") -> int | str:
     Parameters
     ----------
     threads : int, 'auto' or None
-        A positive int: every batch-norm, convolution and pooling kernel call
+        A positive int: every batch-norm, convolution, pooling and split elementwise call
         uses that many threads (at most ``numba.get_num_threads()``), however
         small its input and however busy the machine.  ``'auto'`` or
         ``None`` (the default, also what ``LASAGNE_BN_THREADS`` sets at
@@ -390,7 +398,8 @@ def kernel_threads(work: int, kind: str = "batch_norm") -> int:
     """The thread count a kernel call of ``kind`` with ``work`` would use now, on this thread.
 
     ``work``: elements for ``'batch_norm'``, multiply-adds for ``'conv'``,
-    window reads (output elements times window size) for ``'pool'``.
+    window reads (output elements times window size) for ``'pool'``,
+    output elements (all outputs) for ``'elemwise'``.
 
     >>> kernel_threads(64, "pool")
     1

@@ -1,0 +1,155 @@
+"""Large elementwise nodes of a node-by-node program run in slabs over the kernel threads.
+
+Each split node function must give the bits of PyTensor's own one-call
+loop, on one thread and on two, for every way a node writes its outputs
+(fresh, in place, both), with inputs broadcast on the first axis or not,
+bound constants and views; a node that cannot be split (integers, an output
+broadcastable on its first axis) compiles as before; mismatched shapes raise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.scalar as ps
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import NUMBA, Mode
+from pytensor.tensor.elemwise import Elemwise
+
+from lasagne_bn.ops.numba import linker as numba_linker
+from lasagne_bn.ops.numba.elemwise import slab_node, splittable
+from lasagne_bn.ops.numba.linker import NumbaNodeLinker
+from lasagne_bn.ops.numba.threads import set_kernel_threads
+from kernel_threads import on_threads
+
+
+def _mode():
+    return Mode(linker=NumbaNodeLinker(max_interface=0, max_nodes=0), optimizer=NUMBA.optimizer)
+
+
+def _compile(inputs, outputs, split, updates=None):
+    previous = numba_linker.SPLIT_ELEMWISE
+    numba_linker.SPLIT_ELEMWISE = split
+    try:
+        return pytensor.function(inputs, outputs, updates=updates, mode=_mode())
+    finally:
+        numba_linker.SPLIT_ELEMWISE = previous
+
+
+def _split_steps(f):
+    return [s for s in f.vm.jit_fn.steps if splittable(s[0])]
+
+
+rng = np.random.default_rng(0)
+X = pt.tensor4("x", dtype="float32")
+B = pt.tensor("b", dtype="float32", shape=(1, None, 1, 1))
+V = pt.vector("v", dtype="float64")
+M = pt.matrix("m", dtype="float32")
+xs = rng.standard_normal((9, 3, 5, 4)).astype(np.float32)
+bs = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+vs = rng.standard_normal(1001)
+ms = rng.standard_normal((7, 33)).astype(np.float32)
+
+CASES = {
+    # a fresh output, an input broadcast on the first axis
+    "tanh_bias": ([X, B], lambda x, b: [pt.tanh(x + b) * 0.5], [xs, bs]),
+    # a constant bound in the node, a view as input, two fresh outputs
+    "two_outputs": (
+        [X],
+        lambda x: [0.6 * x[:, :, ::-1] + 0.4 * abs(x[:, :, ::-1]), pt.exp(-x) + 1],
+        [xs],
+    ),
+    # one dimension, float64, an odd length
+    "vector": ([V], lambda v: [pt.sigmoid(v) * v], [vs]),
+    # the transposed matrix: a non-contiguous input
+    "transposed": ([M], lambda m: [pt.sqrt(abs(m.T)) + m.T], [ms]),
+}
+
+
+@pytest.fixture(scope="module")
+def compiled_pairs():
+    pairs = {}
+    for name, (inputs, build, _) in CASES.items():
+        outputs = build(*inputs)
+        pairs[name] = (_compile(inputs, outputs, False), _compile(inputs, outputs, True))
+    return pairs
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("threads", [1, 2, "auto"])
+def test_split_nodes_give_the_bits_of_one_call(compiled_pairs, name, threads):
+    plain, split = compiled_pairs[name]
+    assert _split_steps(split), "no node of the case was split"
+    args = CASES[name][2]
+    want = plain(*[a.copy() for a in args])
+    got = on_threads(threads, split, *[a.copy() for a in args])
+    for w, g in zip(want, got, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_in_place_updates_match_bitwise():
+    """Adam-like updates: the rewrites make the node write into its inputs."""
+    start = rng.standard_normal((65, 40))
+    results = []
+    for split in (False, True):
+        w = pytensor.shared(start.copy(), name="w")
+        m = pytensor.shared(np.zeros_like(start), name="m")
+        g = pt.matrix("g", dtype="float64")
+        m_new = 0.9 * m + 0.1 * g
+        w_new = w - 0.01 * m_new / (pt.sqrt(m_new * m_new) + 1e-8)
+        f = _compile([g], [], split, updates=[(m, m_new), (w, w_new)])
+        steps = _split_steps(f)
+        if split:
+            assert any(s[0].op.destroy_map for s in steps), "no in-place node was split"
+        grads = np.random.default_rng(1).standard_normal((3, *start.shape))
+        for k in range(3):
+            on_threads(2, f, grads[k])
+        results.append((w.get_value(), m.get_value()))
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_mismatched_shapes_raise():
+    x, y = pt.matrix("x"), pt.matrix("y")
+    f = _compile([x, y], [pt.exp(x) + y], True)
+    assert _split_steps(f)
+    with pytest.raises(ValueError, match="input shapes differ on axis 1") as info:
+        f(np.ones((3, 2)), np.ones((3, 4)))
+    assert "lasagne_bn: raised computing node" in "".join(info.value.__notes__)
+
+
+def test_empty_outputs():
+    x = pt.matrix("x")
+    f = _compile([x], [pt.tanh(x)], True)
+    assert f(np.ones((0, 5)))[0].shape == (0, 5)
+
+
+def test_what_is_not_split():
+    i = pt.imatrix("i")
+    assert not splittable((i * 2).owner)
+    assert not splittable((pt.cast(i, "float64") + 1).owner)
+    row = pt.tensor("r", dtype="float64", shape=(1, None))
+    assert not splittable(pt.exp(row).owner)
+    assert not splittable(pt.exp(pt.scalar("s")).owner)
+    assert splittable(pt.exp(pt.matrix("x")).owner)
+    f = _compile([i], [i * 2], True)
+    np.testing.assert_array_equal(f(np.ones((2, 2), dtype="int32")), 2)
+
+
+def test_slab_node_writes_every_output_in_place():
+    x = pt.matrix("x")
+    slab = slab_node(pt.exp(x).owner)
+    assert slab.op.destroy_map == {0: [0]}
+    assert slab.inputs[1] is x
+    a = ps.float64("a")
+    node = Elemwise(ps.Composite([a], [ps.exp(a), a * 3]), inplace_pattern={1: 0}).make_node(x)
+    slab = slab_node(node)
+    # output 0 into a fresh buffer (input 0), output 1 still into x (now input 1)
+    assert slab.op.destroy_map == {0: [0], 1: [1]}
+    assert slab.inputs[1] is x
+
+
+def teardown_module():
+    set_kernel_threads("auto")
