@@ -6,7 +6,8 @@ live in the matching ``*_kernels`` modules (``matmul``: the convolution
 kernels' GEMM engine) and are compiled the first time a node needs them.
 Shared plumbing: :mod:`._codegen` (generated wrappers, C entry points,
 cache keys), :mod:`.threads` (per-call thread counts), :mod:`.float16`,
-:mod:`.linker` (the per-node linker for very large graphs).
+:mod:`.linker` (the per-node linker for very large graphs) and
+:mod:`.elemwise` (its large elementwise nodes on the kernel threads).
 
 Importing this package registers the Ops and changes nothing else in the
 process (no kernel is compiled, no global Numba state is touched).
