@@ -14,6 +14,7 @@ import pytensor
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 import pytest
+from kernel_threads import on_threads
 from pytensor.compile.mode import NUMBA, Mode
 from pytensor.tensor.elemwise import Elemwise
 
@@ -21,7 +22,6 @@ from lasagne_bn.ops.numba import linker as numba_linker
 from lasagne_bn.ops.numba.elemwise import slab_node, splittable
 from lasagne_bn.ops.numba.linker import NumbaNodeLinker
 from lasagne_bn.ops.numba.threads import set_kernel_threads
-from kernel_threads import on_threads
 
 
 def _mode():
