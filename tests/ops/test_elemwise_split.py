@@ -132,6 +132,7 @@ def test_what_is_not_split():
     assert not splittable((pt.cast(i, "float64") + 1).owner)
     row = pt.tensor("r", dtype="float64", shape=(1, None))
     assert not splittable(pt.exp(row).owner)
+    assert not splittable(pt.exp(pt.matrix("h", dtype="float16")).owner)
     assert not splittable(pt.exp(pt.scalar("s")).owner)
     assert splittable(pt.exp(pt.matrix("x")).owner)
     f = _compile([i], [i * 2], True)

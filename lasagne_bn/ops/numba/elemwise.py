@@ -17,9 +17,10 @@ computed in place: into the output's own input where the node already
 overwrites one, otherwise into a fresh array passed as an extra input that
 the scalar expression ignores.
 
-Only nodes whose values are all floating point and whose outputs are not
+Only nodes whose values are all float32 or float64 and whose outputs are not
 broadcastable on their first axis are split (an integer expression may raise,
-and an exception inside a parallel region cannot be reported as it should).
+and an exception inside a parallel region cannot be reported as it should;
+float16 goes through this package's own Numba support, kept off the pool).
 
 >>> import pytensor, pytensor.tensor as pt
 >>> from lasagne_bn.ops.numba.elemwise import slab_node
@@ -64,7 +65,7 @@ def splittable(node: Apply) -> bool:
     if ndim == 0 or any(o.type.ndim != ndim or o.type.broadcastable[0] for o in outs):
         return False
     values = [*node.inputs, *outs]
-    return all(getattr(v.type, "dtype", "").startswith("float") for v in values)
+    return all(getattr(v.type, "dtype", "") in ("float32", "float64") for v in values)
 
 
 def slab_node(node: Apply) -> Apply:
