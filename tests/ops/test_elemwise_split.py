@@ -21,7 +21,6 @@ from pytensor.tensor.elemwise import Elemwise
 from lasagne_bn.ops.numba import linker as numba_linker
 from lasagne_bn.ops.numba.elemwise import slab_node, splittable
 from lasagne_bn.ops.numba.linker import NumbaNodeLinker
-from lasagne_bn.ops.numba.threads import set_kernel_threads
 
 
 def _mode():
@@ -150,7 +149,3 @@ def test_slab_node_writes_every_output_in_place():
     # output 0 into a fresh buffer (input 0), output 1 still into x (now input 1)
     assert slab.op.destroy_map == {0: [0], 1: [1]}
     assert slab.inputs[1] is x
-
-
-def teardown_module():
-    set_kernel_threads("auto")

@@ -4,9 +4,9 @@ PyTensor's Numba ``Elemwise`` loop runs on one thread.  In a training step
 that :class:`~lasagne_bn.ops.numba.linker.NumbaNodeLinker` runs node by node,
 the activations, their gradients and the optimizer's updates are a tenth of
 the step (a DCGAN: 12 ms of 160), done with the second core idle.  The node
-function built here cuts the outputs' first axis into slabs, a run of them per thread, and
-runs PyTensor's own loop for the node on each slab, inside Numba's ``prange``:
-the same pool as the batch-norm and convolution kernels (a worker still
+function built here cuts the outputs' first axis into slabs, a run of them
+per thread, and runs PyTensor's own loop for the node on each slab, inside
+Numba's ``prange``: the same pool as the batch-norm and convolution kernels (a worker still
 spinning after a convolution takes its slab at once; a Python helper thread
 competed with it and lost), the same per-call policy (:mod:`.threads`, family
 ``'elemwise'``: one thread for a small output or a busy machine), and the
@@ -49,10 +49,16 @@ from lasagne_bn.ops.numba.threads import (
 __all__ = ["splittable", "slab_node", "split_source"]
 
 # Slabs per call: Numba's prange hands each thread a run of consecutive
-# slabs, so a few per thread balance the load at ~0.1 us of call each.
-# (Numba's own thread count cannot be read in a parallel function that is
-# cached: its declaration clashes with the one the parallel region links.)
+# slabs, so several per thread balance the load, each one call of PyTensor's
+# loop.  (Numba's own thread count cannot be read in a parallel function
+# that is cached: its declaration clashes with the one the parallel region
+# links.)
 MAX_SLABS = 64
+
+
+def _fresh_outputs(node: Apply) -> list[int]:
+    """The outputs ``node`` does not compute in place: each gets a buffer input."""
+    return [k for k in range(len(node.outputs)) if k not in node.op.inplace_pattern]
 
 
 def splittable(node: Apply) -> bool:
@@ -75,7 +81,7 @@ def slab_node(node: Apply) -> Apply:
     in place (in output order), then the node's own inputs.
     """
     op = node.op
-    fresh = [k for k in range(len(node.outputs)) if k not in op.inplace_pattern]
+    fresh = _fresh_outputs(node)
     if not fresh:
         return node
     scalar = op.scalar_op
@@ -104,7 +110,7 @@ def split_source(node: Apply, params: list[str], args: list[str]) -> tuple[str, 
     op = node.op
     outs = node.outputs
     ndim = outs[0].type.ndim
-    fresh = [k for k in range(len(outs)) if k not in op.inplace_pattern]
+    fresh = _fresh_outputs(node)
     lines = [f"def lasagne_bn_node({', '.join(params)}):"]
     # the output shape: each axis from the first input not broadcastable there
     shape = []
