@@ -95,13 +95,10 @@ def _node_function(node, storage_map):
     from lasagne_bn.ops.numba.elemwise import slab_node, split_source, splittable
 
     split = SPLIT_ELEMWISE and splittable(node)
-    if split:
-        slab = slab_node(node)
-        func, key = numba_funcify_ensure_cache(slab.op, node=slab, storage_map=storage_map)
-        env: dict[str, Any] = {"slab_impl": func}
-    else:
-        func, key = numba_funcify_ensure_cache(node.op, node=node, storage_map=storage_map)
-        env = {"node_impl": func}
+    # a split node runs PyTensor's loop for its in-place copy, slab by slab
+    target = slab_node(node) if split else node
+    func, key = numba_funcify_ensure_cache(target.op, node=target, storage_map=storage_map)
+    env: dict[str, Any] = {"slab_impl" if split else "node_impl": func}
     params, args, const_keys = [], [], []
     for i, var in enumerate(node.inputs):
         if isinstance(var, Constant):
