@@ -91,11 +91,14 @@ class Case:
 # implementations: each returns (train_step, infer_step) callables
 
 
-def pytensor_impl(case: Case, mode, kind: str):
+def pytensor_impl(case: Case, mode, kind: str, params: str = "shared"):
     """Train and infer steps through ``pytensor.function``.
 
     ``kind``: 'ours' (``lasagne_bn.ops``), 'plain' (the same maths as a plain
     graph) or 'floor' (``x + 1`` on the same inputs: PyTensor's call cost).
+    ``params``: 'shared' (gamma, beta, mean and var in shared variables, as a
+    layer keeps them) or 'inputs' (passed on every call, as the tables
+    before 2026-11-28 did: PyTensor then checks five inputs per call).
     """
     import pytensor
     import pytensor.tensor as pt
@@ -106,7 +109,13 @@ def pytensor_impl(case: Case, mode, kind: str):
     x = pt.tensor("x", dtype="float32", shape=(None,) * ndim)
     dy = pt.tensor("dy", dtype="float32", shape=(None,) * ndim)
     pndim = len(case.param_shape)
-    g, b, m, v = (pt.tensor(n, dtype="float32", shape=(None,) * pndim) for n in "gbmv")
+    values = (case.gamma, case.beta, case.mean, case.var)
+    if params == "shared":
+        # As a BatchNormLayer holds them: the compiled function's only inputs
+        # are the data (and, here, the output gradient).
+        g, b, m, v = (pytensor.shared(a, name=n) for a, n in zip(values, "gbmv", strict=True))
+    else:
+        g, b, m, v = (pt.tensor(n, dtype="float32", shape=(None,) * pndim) for n in "gbmv")
     if kind == "floor":
         out = test_out = x + 1
     elif kind == "plain":
@@ -124,11 +133,15 @@ def pytensor_impl(case: Case, mode, kind: str):
     extra = {"on_unused_input": "ignore"} if kind == "floor" else {}
     if kind != "floor":
         train_outputs += pytensor.grad(None, [x, g, b], known_grads={out: dy})
+    if params == "shared":
+        train = pytensor.function([x, dy], train_outputs, mode=mode, **extra)
+        infer = pytensor.function([x], test_out, mode=mode, **extra)
+        return lambda: train(case.x, case.dy), lambda: infer(case.x)
     train = pytensor.function([x, g, b, dy], train_outputs, mode=mode, **extra)
     infer = pytensor.function([x, g, b, m, v], test_out, mode=mode, **extra)
     return (
         lambda: train(case.x, case.gamma, case.beta, case.dy),
-        lambda: infer(case.x, case.gamma, case.beta, case.mean, case.var),
+        lambda: infer(case.x, *values),
     )
 
 
@@ -204,7 +217,7 @@ def flax_impl(case: Case):
     return run_train, run_infer
 
 
-def build(name: str, case: Case) -> tuple[Callable, Callable]:
+def build(name: str, case: Case, params: str = "shared") -> tuple[Callable, Callable]:
     from pytensor.compile.mode import Mode
 
     kind, _, mode = name.partition("/")
@@ -222,7 +235,7 @@ def build(name: str, case: Case) -> tuple[Callable, Callable]:
         return torch_impl(case)
     if kind == "flax":
         return flax_impl(case)
-    return pytensor_impl(case, modes[mode], kind)
+    return pytensor_impl(case, modes[mode], kind, params)
 
 
 # --------------------------------------------------------------------------
@@ -278,10 +291,10 @@ def _rss_kib(field: str) -> int:
     raise RuntimeError(field)
 
 
-def measure_memory(name: str, shape_key: str) -> float:
+def measure_memory(name: str, shape_key: str, params: str) -> float:
     """Run in a subprocess: MiB of peak RSS above the resting RSS for one step."""
     case = Case(*SHAPES[shape_key])
-    train, _ = build(name, case)
+    train, _ = build(name, case, params)
     train()  # compile and warm up
     result = None
     # Hand the warm-up step's freed buffers back first, or this step would
@@ -327,8 +340,8 @@ class Worker:
     times over, which says nothing about either.
     """
 
-    def __init__(self, name: str, shape_key: str):
-        cmd = [sys.executable, __file__, "--_worker", name, shape_key]
+    def __init__(self, name: str, shape_key: str, params: str = "shared"):
+        cmd = [sys.executable, __file__, "--_worker", name, shape_key, params]
         self.name = name
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=worker_env(name)
@@ -353,7 +366,7 @@ class Worker:
         self.proc.wait()
 
 
-def worker_loop(name: str, shape_key: str) -> None:
+def worker_loop(name: str, shape_key: str, params: str) -> None:
     if not name.startswith(("torch", "flax")):
         # The PyTensor workers time with freed buffers recycled: importing
         # lasagne_bn.ops did it until issue 16, the published tables have it.
@@ -362,7 +375,7 @@ def worker_loop(name: str, shape_key: str) -> None:
         recycle_host_memory()
     t = time.perf_counter()
     case = Case(*SHAPES[shape_key])
-    steps = dict(zip(("train", "infer"), build(name, case), strict=True))
+    steps = dict(zip(("train", "infer"), build(name, case, params), strict=True))
     for step in steps.values():
         block(step())
     print(time.perf_counter() - t, flush=True)
@@ -478,10 +491,17 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", action="store_true", help="also peak memory per step")
     parser.add_argument("--impl", nargs="*", default=None, help="only these implementations")
     parser.add_argument(
+        "--params",
+        choices=("shared", "inputs"),
+        default="shared",
+        help="PyTensor rows: gamma, beta, mean, var in shared variables (as a layer "
+        "holds them; the default) or passed as inputs on every call",
+    )
+    parser.add_argument(
         "--contend", type=int, default=0, metavar="N", help="N busy-loop processes during the run"
     )
-    parser.add_argument("--_memory-child", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--_worker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--_memory-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._memory_child:
         print(measure_memory(*args._memory_child))
@@ -500,7 +520,7 @@ def main(argv=None) -> int:
     print(f"numba threads: {numba.get_num_threads()}, torch threads: 2, {load_average()}")
     print(
         f"torch {torch.__version__}; float32; each implementation in its own process; "
-        f"medians of {reps} interleaved repetitions (ms)"
+        f"medians of {reps} interleaved repetitions (ms); PyTensor parameters: {args.params}"
     )
     with contention(args.contend):
         if args.contend:
@@ -515,7 +535,7 @@ def run_shapes(args, impls, reps) -> None:
         case = Case(*SHAPES[key])
         workers = {}
         for name in impls:
-            workers[name] = Worker(name, key)
+            workers[name] = Worker(name, key, args.params)
             seconds = workers[name].build_seconds
             print(f"  built {name:18s} for {key} in {seconds:6.1f} s", flush=True)
         slow = {n: w for n, w in workers.items() if n.endswith(("FAST_COMPILE", "/py"))}
@@ -538,7 +558,7 @@ def run_shapes(args, impls, reps) -> None:
             for name in impls:
                 if name.endswith("+recycle"):
                     continue
-                cmd = [sys.executable, __file__, "--_memory-child", name, key]
+                cmd = [sys.executable, __file__, "--_memory-child", name, key, args.params]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
                 memory[name] = float(out.stdout.strip().splitlines()[-1])
         print_table(key, case, train_ms, infer_ms, bound, memory)
