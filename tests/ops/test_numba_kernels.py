@@ -1,7 +1,9 @@
 """The fused Numba kernels against float64 NumPy, at the sizes their tiling splits.
 
 The dense (inner == 1) reductions work in tiles of COLUMN_BLOCK channels and
-sweep four rows at a time; these shapes leave remainders on both.
+sweep four rows at a time; these shapes leave remainders on both.  The dense
+elementwise passes sweep two rows at a time from PAIR_SWEEP_BYTES of
+channel constants on (float32: WIDE channels), here with an odd row left.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import pytest
 
 from lasagne_bn.ops.numba import bn_kernels as nk
 
+WIDE = nk.PAIR_SWEEP_BYTES // 4
+
 SHAPES = [
     (2, 3, 1),  # fewer rows than one sweep
     (7, 300, 1),  # a partial column block, 3 leftover rows
@@ -19,6 +23,8 @@ SHAPES = [
     (9, 5, 6),  # inner > 1 (NCHW-like), shorter rows than one vector block
     (3, 4, 2 * nk.SUM_VECTORS * nk.SUM_LANES),  # inner > 1, whole vector blocks
     (5, 3, 3 * nk.SUM_VECTORS * nk.SUM_LANES + 7),  # inner > 1, blocks and a remainder
+    (5, WIDE, 1),  # dense passes two rows per sweep, one row left over
+    (3, WIDE + 3, 1),  # ... and a partial vector
 ]
 
 
@@ -79,3 +85,28 @@ def test_train_forward_and_backward(shape, dtype):
     for name, w in want.items():
         scale = max(1.0, float(np.abs(w).max()))
         np.testing.assert_allclose(got[name], w, rtol=tol, atol=tol * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows", [1, 2, 7])
+def test_pair_sweeps_give_the_one_row_bits(rows, dtype):
+    """Two rows per sweep changes the memory traffic, not one bit of the results."""
+    rng = np.random.default_rng(rows)
+    C = WIDE + 5
+    x2, dy2 = (rng.standard_normal((rows, C)).astype(dtype) for _ in range(2))
+    consts = [rng.standard_normal(C).astype(dtype) for _ in range(4)]
+    assert nk._pair_sweeps(consts[0]) and not nk._pair_sweeps(consts[0][:16])
+    results = []
+    for affine, grad in (
+        (nk._affine_outer, nk._grad_outer),
+        (nk._affine_outer_pairs, nk._grad_outer_pairs),
+    ):
+        out, dx = np.empty_like(x2), np.empty_like(x2)
+        affine(x2, *consts[:3], out)
+        grad(x2, dy2, *consts, dx)
+        results.append((out, dx))
+    (out1, dx1), (out2, dx2) = results
+    assert np.array_equal(out1, out2)
+    assert np.array_equal(dx1, dx2)
+    k = consts[1]
+    np.testing.assert_allclose(out1, (x2 - consts[0]) * k + consts[2], rtol=1e-6, atol=1e-6)

@@ -72,6 +72,9 @@ def _splits(n_items: int, n_groups: int) -> int:
     return max(1, min(n_items, want))
 
 
+# Channel-vector bytes from which the 2D elementwise passes sweep two rows at once
+PAIR_SWEEP_BYTES = 8192
+
 # Columns per tile of the 2D (inner == 1) reductions: the tile's float64
 # partial sums (2 x 2 KiB) stay in L1 while its rows stream past.
 COLUMN_BLOCK = 256
@@ -510,6 +513,20 @@ def _affine_outer(x2, shift, scale, offset, out2):
 
 
 @kernel
+def _affine_outer_pairs(x2, shift, scale, offset, out2):
+    """:func:`_affine_outer` two rows per sweep (see :func:`_pair_sweeps`)."""
+    A, C = x2.shape
+    for p in prange((A + 1) // 2):
+        a = 2 * p
+        b = min(a + 1, A - 1)  # an odd last row is swept as both rows
+        x0, x1, y0, y1 = x2[a], x2[b], out2[a], out2[b]
+        for c in range(C):
+            sh, k, o = shift[c], scale[c], offset[c]
+            v0, v1 = (_load(x0[c], k) - sh) * k + o, (_load(x1[c], k) - sh) * k + o
+            y0[c], y1[c] = _store(v0, out2), _store(v1, out2)
+
+
+@kernel
 def _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3):
     A, C, B = x3.shape
     for t in prange(A * C):
@@ -536,6 +553,36 @@ def _grad_outer(x2, dy2, mean, k_dy, k_x, k_0, dx2):
                 - k_0[c],
                 dx2,
             )
+
+
+@kernel
+def _grad_outer_pairs(x2, dy2, mean, k_dy, k_x, k_0, dx2):
+    """:func:`_grad_outer` two rows per sweep (see :func:`_pair_sweeps`)."""
+    A, C = x2.shape
+    for p in prange((A + 1) // 2):
+        a = 2 * p
+        b = min(a + 1, A - 1)
+        x0, g0, d0 = x2[a], dy2[a], dx2[a]
+        x1, g1, d1 = x2[b], dy2[b], dx2[b]
+        for c in range(C):
+            mu, k1, k2, k3 = mean[c], k_dy[c], k_x[c], k_0[c]
+            v0 = _load(g0[c], k1) * k1 - (_load(x0[c], k2) - mu) * k2 - k3
+            v1 = _load(g1[c], k1) * k1 - (_load(x1[c], k2) - mu) * k2 - k3
+            d0[c], d1[c] = _store(v0, dx2), _store(v1, dx2)
+
+
+@driver
+def _pair_sweeps(constants):
+    """Whether a 2D elementwise pass should sweep two rows at once.
+
+    The pass reads three or four channel constants per element.  From 8 KiB
+    per constant vector they no longer stay in L1 beside the rows and come
+    from L2; sweeping two rows at once halves those reads (a (256, 4096)
+    float32 inference 0.22 -> 0.17 ms on one thread, the backward's dx pass
+    0.61 -> 0.56 ms; same bits).  With smaller vectors the two-row kernels
+    were 3-10% slower ((1024, 784) float32), so the one-row ones stay.
+    """
+    return constants.size * constants.itemsize >= PAIR_SWEEP_BYTES
 
 
 # --------------------------------------------------------------------------
@@ -577,7 +624,11 @@ def _affine(x3, shift, scale, offset, out3):
     A, C, B = x3.shape
     sh, k, o = _work_vector(shift, x3), _work_vector(scale, x3), _work_vector(offset, x3)
     if B == 1:
-        _affine_outer(x3.reshape((A, C)), sh, k, o, out3.reshape((A, C)))
+        x2, out2 = x3.reshape((A, C)), out3.reshape((A, C))
+        if _pair_sweeps(k):
+            _affine_outer_pairs(x2, sh, k, o, out2)
+        else:
+            _affine_outer(x2, sh, k, o, out2)
     else:
         _affine_inner(x3, sh, k, o, out3)
 
@@ -615,16 +666,13 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
     k_x = (k_dy * invstd * invstd * s_dyx - 2.0 * g_var) / (A * B)
     k_0 = (k_dy * s_dy - g_mean) / (A * B)
     if B == 1:
-        x2 = x3.reshape((A, C))
-        _grad_outer(
-            x2,
-            dy3.reshape((A, C)),
-            _work_vector(mean, x2),
-            _work_vector(k_dy, x2),
-            _work_vector(k_x, x2),
-            _work_vector(k_0, x2),
-            dx3.reshape((A, C)),
-        )
+        x2, dy2, dx2 = x3.reshape((A, C)), dy3.reshape((A, C)), dx3.reshape((A, C))
+        mu, k1 = _work_vector(mean, x2), _work_vector(k_dy, x2)
+        k2, k3 = _work_vector(k_x, x2), _work_vector(k_0, x2)
+        if _pair_sweeps(k1):
+            _grad_outer_pairs(x2, dy2, mu, k1, k2, k3, dx2)
+        else:
+            _grad_outer(x2, dy2, mu, k1, k2, k3, dx2)
     else:
         _grad_inner(
             x3,
