@@ -487,6 +487,25 @@ def _load_impl(value, like):
 
 # --------------------------------------------------------------------------
 # elementwise passes: out = (x - shift) * scale + offset  [+ dy * dscale]
+#
+# Each formula is written once (:func:`_affine_value`, :func:`_grad_value`)
+# and inlined into the loops of every layout (channels inner or outer, one or
+# two rows per sweep): the layouts differ only in how they walk the arrays,
+# and each element gets the same operations, so the same bits, in all of them.
+
+inline = numba.njit(fastmath=FASTMATH, cache=True, nogil=True, inline="always")
+
+
+@inline
+def _affine_value(x, shift, scale, offset):
+    """``(x - shift) * scale + offset`` in ``scale``'s precision."""
+    return (_load(x, scale) - shift) * scale + offset
+
+
+@inline
+def _grad_value(dy, x, mean, k_dy, k_x, k_0):
+    """``dy * k_dy - (x - mean) * k_x - k_0`` in ``k_dy``'s precision."""
+    return _load(dy, k_dy) * k_dy - (_load(x, k_x) - mean) * k_x - k_0
 
 
 @kernel
@@ -495,21 +514,19 @@ def _affine_inner(x3, shift, scale, offset, out3):
     for t in prange(A * C):
         a = t // C
         c = t - a * C
-        sh = shift[c]
-        k = scale[c]
-        o = offset[c]
+        sh, k, o = shift[c], scale[c], offset[c]
+        x, out = x3[a, c], out3[a, c]
         for b in range(B):
-            out3[a, c, b] = _store((_load(x3[a, c, b], k) - sh) * k + o, out3)
+            out[b] = _store(_affine_value(x[b], sh, k, o), out3)
 
 
 @kernel
 def _affine_outer(x2, shift, scale, offset, out2):
     A, C = x2.shape
     for a in prange(A):
+        x, out = x2[a], out2[a]
         for c in range(C):
-            out2[a, c] = _store(
-                (_load(x2[a, c], scale[c]) - shift[c]) * scale[c] + offset[c], out2
-            )
+            out[c] = _store(_affine_value(x[c], shift[c], scale[c], offset[c]), out2)
 
 
 @kernel
@@ -522,7 +539,7 @@ def _affine_outer_pairs(x2, shift, scale, offset, out2):
         x0, x1, y0, y1 = x2[a], x2[b], out2[a], out2[b]
         for c in range(C):
             sh, k, o = shift[c], scale[c], offset[c]
-            v0, v1 = (_load(x0[c], k) - sh) * k + o, (_load(x1[c], k) - sh) * k + o
+            v0, v1 = _affine_value(x0[c], sh, k, o), _affine_value(x1[c], sh, k, o)
             y0[c], y1[c] = _store(v0, out2), _store(v1, out2)
 
 
@@ -532,27 +549,19 @@ def _grad_inner(x3, dy3, mean, k_dy, k_x, k_0, dx3):
     for t in prange(A * C):
         a = t // C
         c = t - a * C
-        mu = mean[c]
-        k1 = k_dy[c]
-        k2 = k_x[c]
-        k3 = k_0[c]
+        mu, k1, k2, k3 = mean[c], k_dy[c], k_x[c], k_0[c]
+        x, dy, dx = x3[a, c], dy3[a, c], dx3[a, c]
         for b in range(B):
-            dx3[a, c, b] = _store(
-                _load(dy3[a, c, b], k1) * k1 - (_load(x3[a, c, b], k2) - mu) * k2 - k3, dx3
-            )
+            dx[b] = _store(_grad_value(dy[b], x[b], mu, k1, k2, k3), dx3)
 
 
 @kernel
 def _grad_outer(x2, dy2, mean, k_dy, k_x, k_0, dx2):
     A, C = x2.shape
     for a in prange(A):
+        x, dy, dx = x2[a], dy2[a], dx2[a]
         for c in range(C):
-            dx2[a, c] = _store(
-                _load(dy2[a, c], k_dy[c]) * k_dy[c]
-                - (_load(x2[a, c], k_x[c]) - mean[c]) * k_x[c]
-                - k_0[c],
-                dx2,
-            )
+            dx[c] = _store(_grad_value(dy[c], x[c], mean[c], k_dy[c], k_x[c], k_0[c]), dx2)
 
 
 @kernel
@@ -566,8 +575,8 @@ def _grad_outer_pairs(x2, dy2, mean, k_dy, k_x, k_0, dx2):
         x1, g1, d1 = x2[b], dy2[b], dx2[b]
         for c in range(C):
             mu, k1, k2, k3 = mean[c], k_dy[c], k_x[c], k_0[c]
-            v0 = _load(g0[c], k1) * k1 - (_load(x0[c], k2) - mu) * k2 - k3
-            v1 = _load(g1[c], k1) * k1 - (_load(x1[c], k2) - mu) * k2 - k3
+            v0 = _grad_value(g0[c], x0[c], mu, k1, k2, k3)
+            v1 = _grad_value(g1[c], x1[c], mu, k1, k2, k3)
             d0[c], d1[c] = _store(v0, dx2), _store(v1, dx2)
 
 
