@@ -96,15 +96,13 @@ def test_pair_sweeps_give_the_one_row_bits(rows, dtype):
     x2, dy2 = (rng.standard_normal((rows, C)).astype(dtype) for _ in range(2))
     consts = [rng.standard_normal(C).astype(dtype) for _ in range(4)]
     assert nk._pair_sweeps(consts[0]) and not nk._pair_sweeps(consts[0][:16])
+    x3, dy3 = x2.reshape(rows, C, 1), dy2.reshape(rows, C, 1)
     results = []
-    for affine, grad in (
-        (nk._affine_outer, nk._grad_outer),
-        (nk._affine_outer_pairs, nk._grad_outer_pairs),
-    ):
-        out, dx = np.empty_like(x2), np.empty_like(x2)
-        affine(x2, *consts[:3], out)
-        grad(x2, dy2, *consts, dx)
-        results.append((out, dx))
+    for pairs in (False, True):
+        out, dx = np.empty_like(x3), np.empty_like(x3)
+        nk._affine_span(x3, *consts[:3], out, 0, rows, pairs)
+        nk._grad_span(x3, dy3, *consts, dx, 0, rows, pairs)
+        results.append((out.reshape(rows, C), dx.reshape(rows, C)))
     (out1, dx1), (out2, dx2) = results
     assert np.array_equal(out1, out2)
     assert np.array_equal(dx1, dx2)

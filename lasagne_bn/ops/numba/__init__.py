@@ -5,7 +5,8 @@ One module per Op family registers its Ops with PyTensor's Numba dispatch
 live in the matching ``*_kernels`` modules (``matmul``: the convolution
 kernels' GEMM engine) and are compiled the first time a node needs them.
 Shared plumbing: :mod:`._codegen` (generated wrappers, C entry points,
-cache keys), :mod:`.threads` (per-call thread counts), :mod:`.float16`,
+cache keys), :mod:`.threads` (per-call thread counts), :mod:`.workshare`
+(helper threads that share a pass without a barrier), :mod:`.float16`,
 :mod:`.linker` (the per-node linker for very large graphs) and
 :mod:`.elemwise` (its large elementwise nodes on the kernel threads).
 
