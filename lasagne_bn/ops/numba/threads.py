@@ -266,6 +266,16 @@ def choose_threads(work, min_work, setting, ceiling, cpus, online, runnable) -> 
 
 
 @driver
+def _usable_cpus(state) -> int:
+    """CPUs of the affinity mask, at most the cgroup quota's; <= 0 if unknown."""
+    cpus = affinity_cpus()
+    limit = state[_CPU_LIMIT]
+    if limit > 0 and (cpus <= 0 or limit < cpus):
+        cpus = limit
+    return cpus
+
+
+@driver
 def threads_for(work, min_work) -> int:
     """How many threads a call with ``work`` (family threshold ``min_work``) uses now."""
     state = numba.carray(_state_pointer(), (_STATE_SIZE,))
@@ -273,10 +283,7 @@ def threads_for(work, min_work) -> int:
     ceiling = np.int64(_get_num_threads())
     if setting > 0 or ceiling <= 1 or work < min_work:
         return choose_threads(work, min_work, setting, ceiling, 0, 0, -1)
-    cpus = affinity_cpus()
-    limit = state[_CPU_LIMIT]
-    if limit > 0 and (cpus <= 0 or limit < cpus):
-        cpus = limit
+    cpus = _usable_cpus(state)
     if 0 < cpus <= 1:
         return 1
     runnable = _recent_runnable(state)
@@ -295,11 +302,7 @@ def capacity_for(work, min_work, ceiling) -> int:
     setting = state[_SETTING]
     if setting > 0 or ceiling <= 1 or work < min_work:
         return choose_threads(work, min_work, setting, ceiling, 0, 0, -1)
-    cpus = affinity_cpus()
-    limit = state[_CPU_LIMIT]
-    if limit > 0 and (cpus <= 0 or limit < cpus):
-        cpus = limit
-    return choose_threads(work, min_work, 0, ceiling, cpus, state[_ONLINE], -1)
+    return choose_threads(work, min_work, 0, ceiling, _usable_cpus(state), state[_ONLINE], -1)
 
 
 # --------------------------------------------------------------------------
