@@ -44,6 +44,13 @@ CASES = {
         (4, 3, 3, 2),
         dict(border_mode=((1, 0), (2, 1)), subsample=(2, 3)),
     ),
+    # positions outer (9 output columns, 2 images), column stride 3 and
+    # dilation 2: the rows come from three column phases of the padded image
+    "phases-stride3-dilated": (
+        (2, 3, 13, 29),
+        (4, 3, 3, 3),
+        dict(border_mode=((1, 2), (2, 0)), subsample=(2, 3), filter_dilation=(1, 2)),
+    ),
     # a strided 1x1 convolution without padding (a ResNet shortcut): run as a
     # unit-stride one of the subsampled input; the rows and columns the
     # stride skips (the last row and column among them) get a zero gradient
@@ -156,3 +163,30 @@ def test_cases_unroll_both_column_orders():
     assert kernels.images_inner(32, 4) and kernels.images_inner(5, 4)  # by-rows-remainders
     assert not kernels.images_inner(1, 4)
     assert kernels.column(2, 1, 3, 16, True) == 7 and kernels.column(2, 1, 3, 16, False) == 18
+
+
+@pytest.mark.parametrize(
+    "m, sh, sw, dh, dw, pt_, pl",
+    [(3, 2, 2, 1, 1, 1, 1), (2, 2, 3, 1, 2, 2, 0), (1, 3, 1, 2, 1, 0, 3), (2, 1, 2, 1, 1, 2, 2)],
+)
+def test_im2col_matches_numpy(m, sh, sw, dh, dw, pt_, pl):
+    """The unrolled windows, positions outer (each image padded into its column
+    phases), are the padded image's windows, read with NumPy's strided slices."""
+    rng = np.random.default_rng(3)
+    n_total, cx, c0, C, H, W, kh, kw = 5, 6, 1, 4, 9, 14, 3, 2
+    ho = (H + 2 * pt_ - (kh - 1) * dh - 1) // sh + 1
+    wo = (W + pl + 1 - (kw - 1) * dw - 1) // sw + 1
+    assert not kernels.images_inner(m, wo)
+    x = rng.standard_normal((n_total, cx, H, W)).astype(np.float32)
+    n0, ld = 1, m * ho * wo + 5
+    col = np.full(C * kh * kw * ld, np.nan, dtype=np.float32)
+    xp = np.full(kernels.im2col_scratch(C, m, ho, wo, kh, kw, sh, sw, dh, dw), np.nan, np.float32)
+    kernels.im2col(x, n0, m, c0, C, col, ld, kh, kw, sh, sw, dh, dw, pt_, pl, ho, wo, xp)
+    # pad enough on every side for the windows (the right edge may need more than pl + 1)
+    padded = np.zeros((m, C, H + 2 * pt_ + sh * ho, W + pl + sw * wo + kw * dw), np.float32)
+    padded[:, :, pt_ : pt_ + H, pl : pl + W] = x[n0 : n0 + m, c0 : c0 + C]
+    rows = col.reshape(C * kh * kw, ld)[:, : m * ho * wo].reshape(C, kh, kw, m, ho, wo)
+    for i in range(kh):
+        for j in range(kw):
+            window = padded[:, :, i * dh : i * dh + sh * ho : sh, j * dw : j * dw + sw * wo : sw]
+            np.testing.assert_array_equal(rows[:, i, j], window.transpose(1, 0, 2, 3))

@@ -468,6 +468,87 @@ def column(p, n, m, P, inner):
 
 
 @driver
+def copy_short(dst, d, src, s, n):
+    """``dst[d : d + n] = src[s : s + n]`` for the short runs of :func:`im2col` (``n`` ~ 4-32).
+
+    As ``memcpy`` calls of a constant 8 or 4 elements, which compile to one
+    vector move each (3 ns a run of 8, against 6 for a ``memcpy`` of a
+    run-time length, a library call, and 13 with an element loop for the
+    remainder, which does not vectorise: the arrays may alias).
+    """
+    o = 0
+    while o + 8 <= n:
+        copy_run(dst, d + o, src, s + o, 8)
+        o += 8
+    if o + 4 <= n:
+        copy_run(dst, d + o, src, s + o, 4)
+        o += 4
+    copy_run(dst, d + o, src, s + o, n - o)
+
+
+@driver
+def phase_width(wn, sw):
+    """Columns of each stride phase of a padded row ``wn`` wide (see :func:`pad_phases`)."""
+    return (wn + sw - 1) // sw
+
+
+@driver
+def pad_phases(src, s0, C, R, S, dst, plane, rows, wq, sw, top, left):
+    """Copy ``C`` planes of ``R x S`` (row-major in the 1-D ``src`` from ``s0``) into
+    ``dst``, zero-padded to ``rows`` rows and split into column phases.
+
+    Padded element ``(c, r, s)`` goes to ``dst[c*plane + (r*sw + s % sw)*wq +
+    s // sw]``: each padded row as its ``sw`` phases of ``wq`` columns, so a
+    window row read with column stride ``sw`` is a contiguous run of one
+    phase.  Everything else in the first ``rows * sw * wq`` elements of each
+    plane is zero.
+    """
+    usw = np.uintp(sw)
+    # the phase columns t whose source column t*sw + ph - left is in [0, S)
+    lo = np.empty(sw, dtype=np.intp)
+    hi = np.empty(sw, dtype=np.intp)
+    for ph in range(sw):
+        lo[ph], hi[ph] = span(left, ph, sw, S, wq)
+    r_lo, r_hi = max(0, top), min(rows, R + top)  # padded rows holding a source row
+    for c in range(C):
+        p0 = c * plane
+        zero_run(dst, p0, r_lo * sw * wq)
+        zero_run(dst, p0 + r_hi * sw * wq, (rows - r_hi) * sw * wq)
+        for d in range(r_lo, r_hi):
+            row = s0 + (c * R + d - top) * S
+            for ph in range(sw):
+                b = p0 + (d * sw + ph) * wq
+                # the few padding columns: stores, not memset calls
+                for t in range(lo[ph]):
+                    dst[b + t] = 0
+                for t in range(hi[ph], wq):
+                    dst[b + t] = 0
+                first = row + lo[ph] * sw + ph - left
+                count = np.uintp(hi[ph] - lo[ph])
+                if sw == 1:
+                    copy_run(dst, b + lo[ph], src, first, count)
+                    continue
+                db, sb = np.uintp(b + lo[ph]), np.uintp(first)
+                t0 = np.uintp(0)
+                if sw == 2:  # a constant stride in blocks of 8: vectorised (see im2col)
+                    while t0 + np.uintp(8) <= count:
+                        for t in range(np.uintp(8)):
+                            dst[db + t0 + t] = src[sb + np.uintp(2) * (t0 + t)]
+                        t0 += np.uintp(8)
+                for t in range(t0, count):
+                    dst[db + t] = src[sb + usw * t]
+
+
+@driver
+def im2col_scratch(C, m, ho, wo, kh, kw, sh, sw, dh, dw):
+    """Elements of :func:`im2col`'s scratch ``xp`` for ``C`` channels of ``m`` images."""
+    hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
+    if images_inner(m, wo):
+        return m * hn * wn
+    return C * hn * sw * phase_width(wn, sw)
+
+
+@driver
 def im2col(x, n0, m, c0, C, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp):
     """``col[((c*kh + i)*kw + j)*ld + column(y*wo + o, n, m, ho*wo, wo)] = pad(x[n0 +
     n])[c0 + c, y*sh + i*dh, o*sw + j*dw]`` for ``m`` images and ``C`` channels.
@@ -477,40 +558,29 @@ def im2col(x, n0, m, c0, C, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo, xp)
     ``m`` contiguous elements: each channel is first padded into the scratch
     ``xp`` with the images innermost; on 4x4 outputs, rows of 4 elements
     gathered image by image were a fifth of the forward pass.  Otherwise
-    each image is padded whole into ``xp`` in turn and its rows are gathered
-    with the stride.  ``xp`` holds ``max(C, m) * window_extent(ho, ...) *
-    window_extent(wo, ...)`` elements.  Either way every copy is free of
-    bounds tests: branches on the padding, whose outcome changes from tap to
-    tap, cost half of the copy's time.
+    each image is padded whole into ``xp`` split into its column stride
+    phases (:func:`pad_phases`), so every window row is a contiguous run:
+    gathered with the stride, tap by tap, the rows took a quarter of a
+    stride-2 forward pass.  ``xp`` holds :func:`im2col_scratch` elements.
+    Either way every copy is free of bounds tests: branches on the padding,
+    whose outcome changes from tap to tap, cost half of the copy's time.
     """
     Cx, H, W = x.shape[1], x.shape[2], x.shape[3]
     xf = x.reshape(-1)
     hn, wn = window_extent(ho, kh, sh, dh), window_extent(wo, kw, sw, dw)
     if not images_inner(m, wo):
+        wq = phase_width(wn, sw)
+        plane = hn * sw * wq
         for n in range(m):
-            pad_into(xf, ((n0 + n) * Cx + c0) * H * W, C, H, W, xp, 0, hn * wn, hn, wn, pt, pl)
+            pad_phases(xf, ((n0 + n) * Cx + c0) * H * W, C, H, W, xp, plane, hn, wq, sw, pt, pl)
             for c in range(C):
                 for i in range(kh):
                     for j in range(kw):
                         row = (c * kh + i) * kw + j
+                        ph, shift = (j * dw) % sw, (j * dw) // sw
                         for y in range(ho):
-                            # unsigned indices: Numba wraps negative signed ones, a
-                            # test per element that more than doubled the copy's time
-                            base = np.uintp(row * ld + (n * ho + y) * wo)
-                            src = np.uintp((c * hn + y * sh + i * dh) * wn + j * dw)
-                            if sw == 2:  # a constant stride: the compiler vectorises the gather
-                                # in blocks of 8, a constant trip count: over a run-time
-                                # count of 8 the vector loop never ran, only its remainder
-                                o0 = np.uintp(0)
-                                while o0 + np.uintp(8) <= np.uintp(wo):
-                                    for t in range(np.uintp(8)):
-                                        col[base + o0 + t] = xp[src + np.uintp(2) * (o0 + t)]
-                                    o0 += np.uintp(8)
-                                for o in range(o0, np.uintp(wo)):
-                                    col[base + o] = xp[src + np.uintp(2) * o]
-                            else:
-                                for o in range(np.uintp(wo)):
-                                    col[base + o] = xp[src + o * np.uintp(sw)]
+                            src = c * plane + ((y * sh + i * dh) * sw + ph) * wq + shift
+                            copy_short(col, row * ld + (n * ho + y) * wo, xp, src, wo)
         return
     um = np.uintp(m)
     lo, hi = span(-pl, 0, 1, wn, W)
@@ -724,7 +794,6 @@ def _forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         return
     # strided: the unrolled windows of ``nc`` images side by side, one GEMM per group
     Q = Ho * Wo
-    hn, wn = window_extent(Ho, kh, sh, dh), window_extent(Wo, kw, sw, dw)
     nc = image_chunk(N, G, Q, CHUNK_COLUMNS, K)
     chunks = (N + nc - 1) // nc
     ld = nc * Q + nr
@@ -733,7 +802,7 @@ def _forward(x, k, out, sh, sw, dh, dw, pt, pb, pl, pr, G):
         g, n0 = task // chunks, (task % chunks) * nc
         m = min(nc, N - n0)
         col = np.empty(K * ld, dtype=x.dtype)
-        xp = np.empty(max(Cg, m) * hn * wn, dtype=x.dtype)
+        xp = np.empty(im2col_scratch(Cg, m, Ho, Wo, kh, kw, sh, sw, dh, dw), dtype=x.dtype)
         im2col(x, n0, m, g * Cg, Cg, col, ld, kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo, xp)
         for r in range(K):  # the columns past the last image: read, never stored
             zero_run(col, r * ld + m * Q, ld - m * Q)
@@ -964,7 +1033,12 @@ def _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
         Q = L
         width = Wo
     boff_q = np.arange(Q) * fp
-    xp_plane = window_extent(Ho, kh, sh, dh) * window_extent(Wo, kw, sw, dw)
+    xp_size = 0
+    if not unit:
+        xp_size = max(
+            im2col_scratch(cb, nc, Ho, Wo, kh, kw, sh, sw, dh, dw),
+            im2col_scratch(cb, 1, Ho, Wo, kh, kw, sh, sw, dh, dw),
+        )
     if unit:
         nblk, bsize = 1, padded_rows(K) * fp
     else:
@@ -980,7 +1054,7 @@ def _grad_weights(x, dy, dk, sh, sw, dh, dw, pt, pb, pl, pr, G, tasks):
             yt[Q * fp :] = 0
         # this task's partial dW^T, one tile block per channel block
         tiles = np.empty(nblk * bsize, dtype=x.dtype)
-        xp = np.empty(0 if unit else max(cb, nc) * xp_plane, dtype=x.dtype)  # im2col's scratch
+        xp = np.empty(xp_size, dtype=x.dtype)  # im2col's scratch
         n_lo, n_hi = task * N // ntask, (task + 1) * N // ntask
         for g in range(G):
             first = True
@@ -1092,7 +1166,10 @@ def grad_weights_by_rows(x, dy, dk, sh, sw, dh, dw, pt, pl, G):
     nblk = (Cg + cb - 1) // cb
     arow = row_table(cb * T, L)
     boff = np.arange(L) * fp
-    xp_size = max(cb, nc) * window_extent(Ho, kh, sh, dh) * window_extent(Wo, kw, sw, dw)
+    xp_size = max(
+        im2col_scratch(cb, nc, Ho, Wo, kh, kw, sh, sw, dh, dw),
+        im2col_scratch(cb, 1, Ho, Wo, kh, kw, sh, sw, dh, dw),
+    )
     dkf = dk.reshape(-1)
     for task in prange(G * nblk):
         g, blk = task // nblk, task % nblk
