@@ -104,21 +104,26 @@ _STATE_SIZE = 16
 _STATE = (ctypes.c_int64 * _STATE_SIZE)()
 
 
+def external_words(builder: ir.IRBuilder, symbol: str, size: int) -> ir.Value:
+    """An ``int64*`` to the process-wide buffer ``symbol`` (``size`` words), declared as
+    an external global: the JIT resolves it by name when the code loads, so no
+    address is baked into a cached kernel.  Shared with :mod:`.workshare`."""
+    module = builder.module
+    try:
+        var = module.get_global(symbol)
+    except KeyError:
+        var = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(64), size), symbol)
+        var.linkage = "external"
+    return builder.bitcast(var, ir.IntType(64).as_pointer())
+
+
 @intrinsic
 def _state_pointer(typingctx):
     """Pointer to the process-wide int64 setting buffer (resolved when the kernel loads)."""
     sig = types.CPointer(types.int64)()
 
     def codegen(context, builder, signature, args):
-        module = builder.module
-        try:
-            var = module.get_global(STATE_SYMBOL)
-        except KeyError:
-            var = ir.GlobalVariable(
-                module, ir.ArrayType(ir.IntType(64), _STATE_SIZE), STATE_SYMBOL
-            )
-            var.linkage = "external"
-        return builder.bitcast(var, ir.IntType(64).as_pointer())
+        return external_words(builder, STATE_SYMBOL, _STATE_SIZE)
 
     return sig, codegen
 

@@ -93,13 +93,7 @@ _syscall = types.ExternalFunction(
 
 def _state_ptr(builder):
     """The state buffer, an external global the JIT resolves to :data:`STATE_SYMBOL`."""
-    module = builder.module
-    try:
-        var = module.get_global(STATE_SYMBOL)
-    except KeyError:
-        var = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(64), _STATE_SIZE), STATE_SYMBOL)
-        var.linkage = "external"
-    return builder.bitcast(var, ir.IntType(64).as_pointer())
+    return threads.external_words(builder, STATE_SYMBOL, _STATE_SIZE)
 
 
 def _word(builder, i):
