@@ -3,8 +3,8 @@
 - :class:`NumbaNodeLinker` compiles a graph with many inputs and outputs
   (a training step) node by node: without fastmath, bit for bit the
   whole-graph function's results (two Nesterov steps, every parameter,
-  velocity and running average), close to ``FAST_COMPILE``'s; constants, views, repeated and
-  constant outputs, errors that name their node.
+  velocity and running average), close to ``FAST_COMPILE``'s; constants,
+  views, repeated and constant outputs, errors that name their node.
 - Small graphs are compiled whole, exactly as PyTensor does; ``theano.function``
   uses the linker when no mode is named; ``use_by_default`` is explicit.
 - JAX mode trains a CIFAR-style ResNet whose downsampling shortcuts slice
