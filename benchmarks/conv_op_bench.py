@@ -4,12 +4,18 @@ The shapes are the convolutions of ``net_bench.py``'s networks, by name:
 ``dcgan3`` (the DCGAN's worst: 4x4 stride 2 between 64x128x8x8 and
 64x256x4x4, also the generator's first transposed convolution), ``dcgan2``,
 ``dcgan1``, ``res-s2`` (ResNet-20's first stride-2 3x3), ``res-32``,
-``res-8`` (its stride-1 3x3 at 32x32 and 8x8).  Each Op is compiled alone
-in the default mode (Numba, our thread policy per call) and timed against
-``torch.nn.functional.conv2d`` / ``torch.nn.grad.conv2d_input`` /
-``conv2d_weight`` with ``--threads`` threads, interleaved in one process,
-medians of wall time and of process CPU time (CPU time is the steadier
-number on a shared machine).  The results are checked against each other.
+``res-16``, ``res-8`` (its stride-1 3x3 at 32x32, 16x16 and 8x8).  Each Op
+is compiled alone in the default mode (Numba, our thread policy per call)
+and timed against ``torch.nn.functional.conv2d`` /
+``torch.nn.grad.conv2d_input`` / ``conv2d_weight`` with ``--threads``
+threads, medians of wall time and of process CPU time (CPU time is the
+steadier number on a shared machine).  PyTorch runs in a child process
+and the two alternate call by call: in one process, PyTorch's OpenMP
+threads spin after each of its calls and took a core from ours (res-8's
+forward pass: 7.2 ms in one process, 3.4 ms alone); and each call waits
+``PAUSE`` first, so that neither side's threads are still spinning from
+the other's call (our thread policy counts them as load and ran on one
+thread).  The results are checked against each other.
 
 Usage::
 
@@ -20,10 +26,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
 import numpy as np
+
+# longer than an OpenMP runtime's spin after a call (libgomp: well under 10 ms)
+PAUSE = 0.03
 
 # name: (input shape, filter shape, stride, pad)
 CASES = {
@@ -32,6 +42,7 @@ CASES = {
     "dcgan1": ((64, 3, 32, 32), (64, 3, 4, 4), 2, 1),
     "res-s2": ((128, 16, 32, 32), (32, 16, 3, 3), 2, 1),
     "res-32": ((128, 16, 32, 32), (16, 16, 3, 3), 1, 1),
+    "res-16": ((128, 32, 16, 16), (32, 32, 3, 3), 1, 1),
     "res-8": ((128, 64, 8, 8), (64, 64, 3, 3), 1, 1),
 }
 
@@ -57,42 +68,110 @@ def build_ours(xs, ks, stride, pad):
     )
 
 
-def bench_case(name: str, reps: int, rng, torch) -> None:
-    """Print one line per Op of case ``name``: medians of ``reps`` interleaved calls."""
+OPS = ("forward", "grad_inputs", "grad_weights")
+
+
+def case_arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``x``, ``w`` and ``dy`` of case ``name``: the same in both processes."""
     xs, ks, stride, pad = CASES[name]
-    fwd, gin, gwt = build_ours(xs, ks, stride, pad)
+    rng = np.random.default_rng(list(CASES).index(name))
+    ho, wo = ((n + 2 * pad - k) // stride + 1 for n, k in zip(xs[2:], ks[2:], strict=True))
     x = rng.standard_normal(xs, dtype=np.float32)
     w = rng.standard_normal(ks, dtype=np.float32)
-    y = fwd(x, w)
-    dy = rng.standard_normal(y.shape, dtype=np.float32)
-    tx, tw, tdy = (torch.from_numpy(a) for a in (x, w, dy))
+    dy = rng.standard_normal((xs[0], ks[0], ho, wo), dtype=np.float32)
+    return x, w, dy
+
+
+def torch_ops(name: str) -> dict:
+    import torch
+
+    xs, ks, stride, pad = CASES[name]
+    tx, tw, tdy = (torch.from_numpy(a) for a in case_arrays(name))
     tf = torch.nn.functional
-    pairs = {
-        "forward": (lambda: fwd(x, w), lambda: tf.conv2d(tx, tw, stride=stride, padding=pad)),
-        "grad_inputs": (
-            lambda: gin(w, dy),
-            lambda: torch.nn.grad.conv2d_input(xs, tw, tdy, stride=stride, padding=pad),
-        ),
-        "grad_weights": (
-            lambda: gwt(x, dy),
-            lambda: torch.nn.grad.conv2d_weight(tx, ks, tdy, stride=stride, padding=pad),
+    return {
+        "forward": lambda: tf.conv2d(tx, tw, stride=stride, padding=pad),
+        "grad_inputs": lambda: torch.nn.grad.conv2d_input(xs, tw, tdy, stride=stride, padding=pad),
+        "grad_weights": lambda: torch.nn.grad.conv2d_weight(
+            tx, ks, tdy, stride=stride, padding=pad
         ),
     }
-    flop = 2.0 * np.prod(y.shape) * np.prod(ks[1:]) / 1e9
-    for op, (ours, theirs) in pairs.items():
-        a, b = np.asarray(ours()), theirs().numpy()
+
+
+def torch_worker(threads: int) -> None:
+    """The child process: ``case op`` on stdin runs one call and answers ``wall cpu``;
+    ``case op check`` saves the result to the file named after it."""
+    import torch
+
+    torch.set_num_threads(threads)
+    ops: dict = {}
+    print(torch.__version__, flush=True)
+    for line in sys.stdin:
+        name, op, *save = line.split()
+        if name not in ops:
+            ops[name] = torch_ops(name)
+        fn = ops[name][op]
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = fn()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if save:
+            np.save(save[0], result.numpy())
+        print(f"{wall} {cpu}", flush=True)
+
+
+class Torch:
+    """PyTorch in a child process, one call per request."""
+
+    def __init__(self, threads: int):
+        cmd = [sys.executable, __file__, "--_torch-worker", "--threads", str(threads)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.version = self._read()
+
+    def _read(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the PyTorch worker died")
+        return line.strip()
+
+    def call(self, name: str, op: str, save: str = "") -> tuple[float, float]:
+        self.proc.stdin.write(f"{name} {op} {save}\n")
+        self.proc.stdin.flush()
+        wall, cpu = self._read().split()
+        return float(wall), float(cpu)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def bench_case(name: str, reps: int, torch: Torch, scratch: str) -> None:
+    """Print one line per Op of case ``name``: medians of ``reps`` alternated calls."""
+    xs, ks, stride, pad = CASES[name]
+    fwd, gin, gwt = build_ours(xs, ks, stride, pad)
+    x, w, dy = case_arrays(name)
+    ours_ops = {"forward": lambda: fwd(x, w), "grad_inputs": lambda: gin(w, dy),
+                "grad_weights": lambda: gwt(x, dy)}  # fmt: skip
+    flop = 2.0 * np.prod(dy.shape) * np.prod(ks[1:]) / 1e9
+    for op in OPS:
+        ours = ours_ops[op]
+        path = os.path.join(scratch, f"{name}-{op}.npy")
+        torch.call(name, op, path)
+        a, b = np.asarray(ours()), np.load(path)
         err = float(np.abs(a - b).max() / np.abs(b).max())
         if err > 1e-4:
             raise RuntimeError(f"{name} {op}: ours and torch differ (relative {err:.1e})")
         wall = {"ours": [], "torch": []}
         cpu = {"ours": [], "torch": []}
         for rep in range(reps):
-            order = [("ours", ours), ("torch", theirs)][:: 1 if rep % 2 else -1]
-            for who, fn in order:
-                c0, t0 = time.process_time(), time.perf_counter()
-                fn()
-                wall[who].append(time.perf_counter() - t0)
-                cpu[who].append(time.process_time() - c0)
+            for who in ("ours", "torch")[:: 1 if rep % 2 else -1]:
+                time.sleep(PAUSE)
+                if who == "torch":
+                    t, c = torch.call(name, op)
+                else:
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    ours()
+                    t, c = time.perf_counter() - t0, time.process_time() - c0
+                wall[who].append(t)
+                cpu[who].append(c)
         mw = {k: 1e3 * float(np.median(v)) for k, v in wall.items()}
         mc = {k: 1e3 * float(np.median(v)) for k, v in cpu.items()}
         print(
@@ -105,21 +184,29 @@ def bench_case(name: str, reps: int, rng, torch) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", default=["dcgan3"], choices=list(CASES))
+    parser.add_argument("cases", nargs="*", choices=[*CASES, []], help="default: dcgan3")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--_torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args._torch_worker:
+        torch_worker(args.threads)
+        return 0
 
-    import torch
+    import tempfile
 
-    torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(0)
-    print(f"load average before: {os.getloadavg()}; torch {torch.__version__}, "
-          f"{args.threads} threads; medians of {args.reps} interleaved reps")  # fmt: skip
+    cases = args.cases or ["dcgan3"]
+    torch = Torch(args.threads)
+    print(f"load average before: {os.getloadavg()}; torch {torch.version} in its own process, "
+          f"{args.threads} threads; medians of {args.reps} alternated calls")  # fmt: skip
     print(f"{'case':<8} {'op':<13} {'GFLOP':>6} {'ours ms':>8} {'torch ms':>9} {'ratio':>6} "
           f"{'ours cpu':>9} {'torch cpu':>10} {'cpu ratio':>9}")  # fmt: skip
-    for name in args.cases:
-        bench_case(name, args.reps, rng, torch)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for name in cases:
+                bench_case(name, args.reps, torch, scratch)
+    finally:
+        torch.close()
     print(f"load average after: {os.getloadavg()}")
     return 0
 
