@@ -99,7 +99,7 @@ def torch_ops(name: str) -> dict:
 
 def torch_worker(threads: int) -> None:
     """The child process: ``case op`` on stdin runs one call and answers ``wall cpu``;
-    ``case op check`` saves the result to the file named after it."""
+    ``case op path`` also saves the call's result to ``path`` (``.npy``)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -184,11 +184,16 @@ def bench_case(name: str, reps: int, torch: Torch, scratch: str) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", choices=[*CASES, []], help="default: dcgan3")
+    # checked below, not with ``choices``: argparse tests an empty list
+    # (or a list default) against the choices as one value and refuses it
+    parser.add_argument("cases", nargs="*", help=f"default: dcgan3; of {', '.join(CASES)}")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--_torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}: expected some of {', '.join(CASES)}")
     if args._torch_worker:
         torch_worker(args.threads)
         return 0
