@@ -3,8 +3,10 @@
 Each split node function must give the bits of PyTensor's own one-call
 loop, on one thread and on two, for every way a node writes its outputs
 (fresh, in place, both), with inputs broadcast on the first axis or not,
-bound constants and views; a node that cannot be split (integers, an output
-broadcastable on its first axis) compiles as before; mismatched shapes raise.
+bound constants and views, in slabs of the first axis or of the flattened
+arrays (and back to the first axis when an array is not C-contiguous); a
+node that cannot be split (integers, an output broadcastable on its first
+axis) compiles as before; mismatched shapes raise.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pytensor.compile.mode import NUMBA, Mode
 from pytensor.tensor.elemwise import Elemwise
 
 from lasagne_bn.ops.numba import linker as numba_linker
-from lasagne_bn.ops.numba.elemwise import slab_node, splittable
+from lasagne_bn.ops.numba.elemwise import flat_node, slab_node, splittable
 from lasagne_bn.ops.numba.linker import NumbaNodeLinker
 
 
@@ -43,12 +45,16 @@ def _split_steps(f):
 rng = np.random.default_rng(0)
 X = pt.tensor4("x", dtype="float32")
 B = pt.tensor("b", dtype="float32", shape=(1, None, 1, 1))
+S = pt.tensor("s", dtype="float32", shape=(1, 1, 1, 1))
 V = pt.vector("v", dtype="float64")
 M = pt.matrix("m", dtype="float32")
 xs = rng.standard_normal((9, 3, 5, 4)).astype(np.float32)
 bs = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
 vs = rng.standard_normal(1001)
 ms = rng.standard_normal((7, 33)).astype(np.float32)
+# 4x4 rows, 3 * 1024 elements: several slabs of the flattened arrays
+fs = rng.standard_normal((12, 16, 4, 4)).astype(np.float32)
+ss = np.full((1, 1, 1, 1), 0.3, dtype=np.float32)
 
 CASES = {
     # a fresh output, an input broadcast on the first axis
@@ -63,6 +69,8 @@ CASES = {
     "vector": ([V], lambda v: [pt.sigmoid(v) * v], [vs]),
     # the transposed matrix: a non-contiguous input
     "transposed": ([M], lambda m: [pt.sqrt(abs(m.T)) + m.T], [ms]),
+    # full-shape inputs and one value: slabs of the flattened arrays
+    "flat": ([X, S], lambda x, s: [x - s * x / (pt.sqrt(abs(x)) + 1e-3), x * s], [fs, ss]),
 }
 
 
@@ -86,6 +94,20 @@ def test_split_nodes_give_the_bits_of_one_call(compiled_pairs, name, threads):
     for w, g in zip(want, got, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+def test_flat_slabs_and_their_fallback(compiled_pairs):
+    """The flat path runs where it can, and a strided argument takes the first-axis slabs."""
+    plain, split = compiled_pairs["flat"]
+    assert any(flat_node(s[0]) is not None for s in _split_steps(split))
+    assert flat_node((X + B).owner) is None  # a per-channel input: not flat
+    wide = np.repeat(fs, 2, axis=3)[..., ::2]  # the same values, not C-contiguous
+    assert not wide.flags.c_contiguous
+    for x in (fs, wide):
+        want = plain(x, ss)
+        got = on_threads(2, split, x, ss)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(g, w)
 
 
 def test_in_place_updates_match_bitwise():

@@ -17,6 +17,15 @@ computed in place: into the output's own input where the node already
 overwrites one, otherwise into a fresh array passed as an extra input that
 the scalar expression ignores.
 
+When every input is either the output's full shape or a single value (an
+optimizer's update, an activation, a learning rate), and at run time every
+array is C-contiguous, the slabs are runs of the flattened arrays and the
+loop is PyTensor's for a one-dimensional copy of the node
+(:func:`flat_node`): its loop nest over four axes ran the innermost one
+(4 elements for a 4x4 filter) at a fraction of the vector speed, so an Adam
+update of a (256, 128, 4, 4) filter bank took 4-10x longer than over the
+same elements in one dimension.
+
 Only nodes whose values are all float32 or float64 and whose outputs are not
 broadcastable on their first axis are split (an integer expression may raise,
 and an exception inside a parallel region cannot be reported as it should;
@@ -36,8 +45,13 @@ from typing import Any
 import numba
 import numpy as np
 import pytensor.scalar as ps
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 from pytensor.graph.basic import Apply
 from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.type import TensorType
 
 from lasagne_bn.ops.numba.threads import (
     ELEMWISE,
@@ -46,7 +60,7 @@ from lasagne_bn.ops.numba.threads import (
     set_num_threads,
 )
 
-__all__ = ["splittable", "slab_node", "split_source"]
+__all__ = ["splittable", "slab_node", "flat_node", "split_source"]
 
 # Slabs per call: Numba's prange hands each thread a run of consecutive
 # slabs, so several per thread balance the load, each one call of PyTensor's
@@ -54,6 +68,8 @@ __all__ = ["splittable", "slab_node", "split_source"]
 # that is cached: its declaration clashes with the one the parallel region
 # links.)
 MAX_SLABS = 64
+# ... and at least this many elements per slab of the flattened arrays
+MIN_FLAT_SLAB = 1024
 
 
 def _fresh_outputs(node: Apply) -> list[int]:
@@ -98,13 +114,69 @@ def slab_node(node: Apply) -> Apply:
     return Elemwise(composite, inplace_pattern=pattern).make_node(*buffer_vars, *node.inputs)
 
 
+def _flattenable(node: Apply) -> bool:
+    """Every input the output's full shape or one value, in two or more dimensions."""
+    ndim = node.outputs[0].type.ndim
+    if ndim < 2 or any(any(o.type.broadcastable) for o in node.outputs):
+        return False
+    return all(all(i.type.broadcastable) or not any(i.type.broadcastable) for i in node.inputs)
+
+
+def flat_node(node: Apply) -> Apply | None:
+    """:func:`slab_node` of ``node`` over one-dimensional arrays, or None.
+
+    Only for a node whose every input is either the output's full shape or
+    one value (broadcastable on every axis): there, computing over the
+    flattened C-contiguous arrays is the same element-by-element work.
+    """
+    if not _flattenable(node):
+        return None
+    slab = slab_node(node)
+
+    def flat(var):
+        return TensorType(var.type.dtype, shape=(1 if all(var.type.broadcastable) else None,))()
+
+    return Elemwise(slab.op.scalar_op, inplace_pattern=slab.op.inplace_pattern).make_node(
+        *[flat(i) for i in slab.inputs]
+    )
+
+
+@intrinsic
+def flat_view(typingctx, arr):
+    """A one-dimensional C-contiguous view of all of the C-contiguous array ``arr``."""
+    if not isinstance(arr, types.Array):
+        return None
+    ret = types.Array(arr.dtype, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(sig.args[0])(context, builder, args[0])
+        out = context.make_array(ret)(context, builder)
+        itemsize = context.get_abi_sizeof(context.get_data_type(arr.dtype))
+        populate_array(
+            out,
+            data=src.data,
+            shape=cgutils.pack_array(builder, [src.nitems]),
+            strides=cgutils.pack_array(builder, [context.get_constant(types.intp, itemsize)]),
+            itemsize=context.get_constant(types.intp, itemsize),
+            meminfo=src.meminfo,
+            parent=src.parent,
+        )
+        value = out._getvalue()
+        # the view holds a reference to the array's memory, as a slice does
+        context.nrt.incref(builder, ret, value)
+        return value
+
+    return ret(arr), codegen
+
+
 def split_source(node: Apply, params: list[str], args: list[str]) -> tuple[str, dict[str, Any]]:
     """The source of a split node function, and the names it needs besides ``slab_impl``.
 
     ``params``: the function's parameters (the non-constant inputs);
     ``args``: one expression per input of ``node`` (a parameter or a bound
     constant).  ``slab_impl`` must be PyTensor's Numba function for
-    :func:`slab_node` of ``node``.
+    :func:`slab_node` of ``node`` and, where :func:`flat_node` gives a
+    node, ``flat_impl`` the one for it.
     """
     ensure_symbols()
     op = node.op
@@ -144,12 +216,32 @@ def split_source(node: Apply, params: list[str], args: list[str]) -> tuple[str, 
 
     lines += [
         f"    n = {shape[0]}",
-        f"    previous = enter_threads(n * {'*'.join(['1', *shape[1:]])} * {len(outs)}, ELEMWISE)",
-        f"    slabs = min(n, {MAX_SLABS})",
-        "    for t in prange(slabs):",
-        "        lo = t * n // slabs",
-        "        hi = (t + 1) * n // slabs",
-        f"        {call('lo', 'hi')}",
+        f"    size = n * {'*'.join(['1', *shape[1:]])}",
+        f"    previous = enter_threads(size * {len(outs)}, ELEMWISE)",
+    ]
+    body = "    "
+    if _flattenable(node):
+        full = sorted({a for a, bc in zip(slab_args, slab_bc, strict=True) if not bc})
+        contiguous = " and ".join(f"{a}.flags.c_contiguous" for a in full)
+        lines.append(f"    if {contiguous}:")
+        lines += [f"        f{j} = flat_view({a})" for j, a in enumerate(slab_args)]
+        lines += [
+            f"        slabs = max(1, min({MAX_SLABS}, size // {MIN_FLAT_SLAB}))",
+            "        for t in prange(slabs):",
+            "            lo = t * size // slabs",
+            "            hi = (t + 1) * size // slabs",
+            "            flat_impl("
+            + ", ".join(f"f{j}" if bc else f"f{j}[lo:hi]" for j, bc in enumerate(slab_bc))
+            + ")",
+            "    else:",
+        ]
+        body = "        "
+    lines += [
+        f"{body}slabs = min(n, {MAX_SLABS})",
+        f"{body}for t in prange(slabs):",
+        f"{body}    lo = t * n // slabs",
+        f"{body}    hi = (t + 1) * n // slabs",
+        f"{body}    {call('lo', 'hi')}",
         "    set_num_threads(previous)",
     ]
     result = out_names[0] if len(outs) == 1 else f"({', '.join(out_names)})"
@@ -160,5 +252,6 @@ def split_source(node: Apply, params: list[str], args: list[str]) -> tuple[str, 
         "enter_threads": enter_threads,
         "set_num_threads": set_num_threads,
         "ELEMWISE": ELEMWISE,
+        "flat_view": flat_view,
     }
     return "\n".join(lines) + "\n", env

@@ -92,13 +92,19 @@ def _node_function(node, storage_map):
         numba_typify,
     )
 
-    from lasagne_bn.ops.numba.elemwise import slab_node, split_source, splittable
+    from lasagne_bn.ops.numba.elemwise import flat_node, slab_node, split_source, splittable
 
     split = SPLIT_ELEMWISE and splittable(node)
     # a split node runs PyTensor's loop for its in-place copy, slab by slab
     target = slab_node(node) if split else node
     func, key = numba_funcify_ensure_cache(target.op, node=target, storage_map=storage_map)
     env: dict[str, Any] = {"slab_impl" if split else "node_impl": func}
+    flat = flat_node(node) if split else None
+    if flat is not None:
+        # ... or, on C-contiguous arrays, its one-dimensional copy's loop
+        flat_func, flat_key = numba_funcify_ensure_cache(flat.op, node=flat)
+        env["flat_impl"] = flat_func
+        key = None if key is None or flat_key is None else (key, flat_key)
     params, args, const_keys = [], [], []
     for i, var in enumerate(node.inputs):
         if isinstance(var, Constant):
