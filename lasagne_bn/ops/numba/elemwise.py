@@ -23,8 +23,8 @@ array is C-contiguous, the slabs are runs of the flattened arrays and the
 loop is PyTensor's for a one-dimensional copy of the node
 (:func:`flat_node`): its loop nest over four axes ran the innermost one
 (4 elements for a 4x4 filter) at a fraction of the vector speed, so an Adam
-update of a (256, 128, 4, 4) filter bank took 4-10x longer than over the
-same elements in one dimension.
+update of a (256, 128, 4, 4) filter bank took 3.4x as long (2.28 against
+0.68 ms) as over the same elements in one dimension.
 
 Only nodes whose values are all float32 or float64 and whose outputs are not
 broadcastable on their first axis are split (an integer expression may raise,
