@@ -70,19 +70,6 @@ SPLIT_ELEMWISE = True
 _NODE_FUNCTIONS: dict[str, Any] = {}
 
 
-def _helpers_digest() -> str:
-    """A digest of :mod:`.elemwise`'s source: an edit there retires cached split nodes."""
-    if not _HELPERS_DIGEST:
-        from lasagne_bn.ops.numba import elemwise
-
-        with open(elemwise.__file__, "rb") as f:
-            _HELPERS_DIGEST.append(sha256(f.read()).hexdigest())
-    return _HELPERS_DIGEST[0]
-
-
-_HELPERS_DIGEST: list[str] = []
-
-
 def compiles_per_node(fgraph, max_interface: int | None = None, max_nodes: int | None = None):
     """Whether :class:`NumbaNodeLinker` compiles ``fgraph`` node by node."""
     max_interface = MAX_WHOLE_INTERFACE if max_interface is None else max_interface
@@ -140,9 +127,7 @@ def _node_function(node, storage_map):
         # key from before a rename must not be served.
         parts = (key, tuple(const_keys), len(node.inputs), int(config.numba__fastmath), __name__)
         if split:
-            # the split function compiles in elemwise.py's flat-view
-            # intrinsic, which its source only names
-            parts += ("split", src, _helpers_digest())
+            parts += ("split", src)
         full_key = "lasagne_bn_node_" + sha256(repr(parts).encode()).hexdigest()
         if full_key in _NODE_FUNCTIONS:
             return _NODE_FUNCTIONS[full_key]
