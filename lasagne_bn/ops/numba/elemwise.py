@@ -169,14 +169,16 @@ def flat_view(typingctx, arr):
     return ret(arr), codegen
 
 
-def split_source(node: Apply, params: list[str], args: list[str]) -> tuple[str, dict[str, Any]]:
+def split_source(
+    node: Apply, params: list[str], args: list[str], flat: bool = False
+) -> tuple[str, dict[str, Any]]:
     """The source of a split node function, and the names it needs besides ``slab_impl``.
 
     ``params``: the function's parameters (the non-constant inputs);
     ``args``: one expression per input of ``node`` (a parameter or a bound
     constant).  ``slab_impl`` must be PyTensor's Numba function for
-    :func:`slab_node` of ``node`` and, where :func:`flat_node` gives a
-    node, ``flat_impl`` the one for it.
+    :func:`slab_node` of ``node`` and, with ``flat`` (the caller built
+    :func:`flat_node` of ``node``), ``flat_impl`` the one for that node.
     """
     ensure_symbols()
     op = node.op
@@ -220,7 +222,7 @@ def split_source(node: Apply, params: list[str], args: list[str]) -> tuple[str, 
         f"    previous = enter_threads(size * {len(outs)}, ELEMWISE)",
     ]
     body = "    "
-    if _flattenable(node):
+    if flat:
         full = sorted({a for a, bc in zip(slab_args, slab_bc, strict=True) if not bc})
         contiguous = " and ".join(f"{a}.flags.c_contiguous" for a in full)
         lines.append(f"    if {contiguous}:")

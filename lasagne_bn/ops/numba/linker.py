@@ -116,7 +116,7 @@ def _node_function(node, storage_map):
             params.append(f"i{i}")
             args.append(f"i{i}")
     if split:
-        src, split_env = split_source(node, params, args)
+        src, split_env = split_source(node, params, args, flat is not None)
         env |= split_env
     else:
         call = f"node_impl({', '.join(args)})"
