@@ -21,7 +21,12 @@ from pytensor.compile.mode import NUMBA, Mode
 from pytensor.tensor.elemwise import Elemwise
 
 from lasagne_bn.ops.numba import linker as numba_linker
-from lasagne_bn.ops.numba.elemwise import flat_node, slab_node, splittable
+from lasagne_bn.ops.numba.elemwise import (
+    MAX_SPLIT_OPERANDS,
+    flat_node,
+    slab_node,
+    splittable,
+)
 from lasagne_bn.ops.numba.linker import NumbaNodeLinker
 
 
@@ -158,6 +163,22 @@ def test_what_is_not_split():
     assert splittable(pt.exp(pt.matrix("x")).owner)
     f = _compile([i], [i * 2], True)
     np.testing.assert_array_equal(f(np.ones((2, 2), dtype="int32")), 2)
+
+
+def _fan_out(n_outputs):
+    """A matrix's Elemwise node with ``n_outputs`` outputs (one input): ``x + k``."""
+    a = ps.float64()
+    composite = ps.Composite([a], [a + k for k in range(n_outputs)])
+    return Elemwise(composite)(pt.matrix("x"))[0].owner
+
+
+def test_nodes_with_many_operands_are_not_split():
+    # LLVM's time on a split node grows much faster than its operand count
+    # (a fused update of 70 shared vectors: over four minutes cold)
+    assert splittable(_fan_out(MAX_SPLIT_OPERANDS - 1))
+    wide = _fan_out(MAX_SPLIT_OPERANDS)
+    assert len(wide.inputs) + len(wide.outputs) == MAX_SPLIT_OPERANDS + 1
+    assert not splittable(wide)
 
 
 def test_slab_node_writes_every_output_in_place():
