@@ -36,6 +36,7 @@ too (an explicit, process-wide choice this package never makes on import).
 
 from __future__ import annotations
 
+import functools
 from hashlib import sha256
 from typing import Any
 
@@ -68,6 +69,15 @@ SPLIT_ELEMWISE = True
 # One compiled function per node key for the whole process: a ResNet-50
 # step has about a thousand nodes but a few dozen distinct ones.
 _NODE_FUNCTIONS: dict[str, Any] = {}
+
+
+@functools.cache
+def _split_version() -> str:
+    """A digest of :mod:`.elemwise`'s source: an edit there retires cached split nodes."""
+    from lasagne_bn.ops.numba import elemwise
+    from lasagne_bn.ops.numba._codegen import source_version
+
+    return source_version(elemwise.__file__)
 
 
 def compiles_per_node(fgraph, max_interface: int | None = None, max_nodes: int | None = None):
@@ -127,7 +137,9 @@ def _node_function(node, storage_map):
         # key from before a rename must not be served.
         parts = (key, tuple(const_keys), len(node.inputs), int(config.numba__fastmath), __name__)
         if split:
-            parts += ("split", src)
+            # the split function compiles in elemwise.py's flat-view
+            # intrinsic, which its source only names
+            parts += ("split", src, _split_version())
         full_key = "lasagne_bn_node_" + sha256(repr(parts).encode()).hexdigest()
         if full_key in _NODE_FUNCTIONS:
             return _NODE_FUNCTIONS[full_key]
