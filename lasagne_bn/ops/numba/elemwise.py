@@ -70,9 +70,10 @@ __all__ = ["splittable", "slab_node", "flat_node", "split_source"]
 MAX_SLABS = 64
 # ... and at least this many elements per slab of the flattened arrays
 MIN_FLAT_SLAB = 1024
-# Nodes with more inputs and outputs than this are left to PyTensor's loop:
-# LLVM's time on the parallel function grows much faster than the operand
-# count.  Cold compiles of one fused update node (``p + x`` for k shared
+# Nodes whose split function would take more arrays than this (inputs,
+# outputs and a buffer per output not computed in place) are left to
+# PyTensor's loop: LLVM's time on the parallel function grows much faster
+# than the operand count.  Cold compiles of one fused update node (``p + x`` for k shared
 # vectors, one output each), split against not split: 5 operands 1.6 s, 17
 # 3.8 s, 25 4.1 / 2.2 s, 49 8.2 / 2.6 s, 141 over 240 / 18 s (2026-11-29).
 # An optimizer's update of one parameter has about ten.
@@ -90,7 +91,7 @@ def splittable(node: Apply) -> bool:
     if type(op) is not Elemwise:
         return False
     outs = node.outputs
-    if len(node.inputs) + len(outs) > MAX_SPLIT_OPERANDS:
+    if len(node.inputs) + len(outs) + len(_fresh_outputs(node)) > MAX_SPLIT_OPERANDS:
         return False
     ndim = outs[0].type.ndim
     if ndim == 0 or any(o.type.ndim != ndim or o.type.broadcastable[0] for o in outs):
