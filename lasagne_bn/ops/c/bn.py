@@ -67,32 +67,44 @@ MIN_ELEMENTS_PER_THREAD = 1 << 18
 
 _KERNELS = r"""
 /* Per channel: s1 += x - shift, s2 += (x - shift)^2 over rows [a0, a1), inner > 1.
-   Four vector accumulators of eight doubles: the sums are neither one chain of
-   dependent additions nor scalar (GCC vectorizes no float reduction without
-   -ffast-math, so the vectors are written out). */
+   Lanes: sixteen doubles for each sum, as four vectors of four (AVX's width),
+   so the sums are neither one chain of dependent additions nor scalar (GCC
+   vectorizes no float reduction without -ffast-math, so the vectors are
+   written out).  Vectors of eight doubles, one AVX-512 register, went
+   through the stack on AVX2 machines, at a third of this speed. */
 static void lbn_moments_inner_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp C,
                                  npy_intp B, npy_intp c0, npy_intp c1,
                                  const double* shift, double* s1, double* s2)
 {
     for (npy_intp c = c0; c < c1; ++c) {
         const double sh = shift[c];
-        lbn_v8d p0 = lbn_zero8(), p1 = lbn_zero8(), q0 = lbn_zero8(), q1 = lbn_zero8();
+        lbn_v4d p0 = lbn_zero4(), p1 = lbn_zero4(), p2 = lbn_zero4(), p3 = lbn_zero4();
+        lbn_v4d q0 = lbn_zero4(), q1 = lbn_zero4(), q2 = lbn_zero4(), q3 = lbn_zero4();
         double t1 = 0, t2 = 0;
         for (npy_intp a = a0; a < a1; ++a) {
             const $T* row = x + (a * C + c) * B;
             npy_intp b = 0;
             for (; b + 16 <= B; b += 16) {
-                const lbn_v8d d0 = lbn_load8_$S(row + b) - sh;
-                const lbn_v8d d1 = lbn_load8_$S(row + b + 8) - sh;
+                const lbn_v4d d0 = lbn_load4_$S(row + b) - sh;
+                const lbn_v4d d1 = lbn_load4_$S(row + b + 4) - sh;
+                const lbn_v4d d2 = lbn_load4_$S(row + b + 8) - sh;
+                const lbn_v4d d3 = lbn_load4_$S(row + b + 12) - sh;
+                p0 += d0;
+                p1 += d1;
+                p2 += d2;
+                p3 += d3;
+                q0 += d0 * d0;
+                q1 += d1 * d1;
+                q2 += d2 * d2;
+                q3 += d3 * d3;
+            }
+            for (; b + 8 <= B; b += 8) {
+                const lbn_v4d d0 = lbn_load4_$S(row + b) - sh;
+                const lbn_v4d d1 = lbn_load4_$S(row + b + 4) - sh;
                 p0 += d0;
                 p1 += d1;
                 q0 += d0 * d0;
                 q1 += d1 * d1;
-            }
-            for (; b + 8 <= B; b += 8) {
-                const lbn_v8d d0 = lbn_load8_$S(row + b) - sh;
-                p0 += d0;
-                q0 += d0 * d0;
             }
             for (; b < B; ++b) {
                 const double d = (double)row[b] - sh;
@@ -100,8 +112,8 @@ static void lbn_moments_inner_$S(const $T* x, npy_intp a0, npy_intp a1, npy_intp
                 t2 += d * d;
             }
         }
-        s1[c] += lbn_hsum8(p0 + p1) + t1;
-        s2[c] += lbn_hsum8(q0 + q1) + t2;
+        s1[c] += lbn_hsum4x2(p0 + p2, p1 + p3) + t1;
+        s2[c] += lbn_hsum4x2(q0 + q2, q1 + q3) + t2;
     }
 }
 
@@ -141,24 +153,34 @@ static void lbn_sums_inner_$S(const $T* x, const $T* dy, npy_intp a0, npy_intp a
 {
     for (npy_intp c = c0; c < c1; ++c) {
         const double mu = center[c];
-        lbn_v8d p0 = lbn_zero8(), p1 = lbn_zero8(), q0 = lbn_zero8(), q1 = lbn_zero8();
+        lbn_v4d p0 = lbn_zero4(), p1 = lbn_zero4(), p2 = lbn_zero4(), p3 = lbn_zero4();
+        lbn_v4d q0 = lbn_zero4(), q1 = lbn_zero4(), q2 = lbn_zero4(), q3 = lbn_zero4();
         double t1 = 0, t2 = 0;
         for (npy_intp a = a0; a < a1; ++a) {
             const $T* xr = x + (a * C + c) * B;
             const $T* yr = dy + (a * C + c) * B;
             npy_intp b = 0;
             for (; b + 16 <= B; b += 16) {
-                const lbn_v8d y0 = lbn_load8_$S(yr + b);
-                const lbn_v8d y1 = lbn_load8_$S(yr + b + 8);
+                const lbn_v4d y0 = lbn_load4_$S(yr + b);
+                const lbn_v4d y1 = lbn_load4_$S(yr + b + 4);
+                const lbn_v4d y2 = lbn_load4_$S(yr + b + 8);
+                const lbn_v4d y3 = lbn_load4_$S(yr + b + 12);
                 p0 += y0;
                 p1 += y1;
-                q0 += y0 * (lbn_load8_$S(xr + b) - mu);
-                q1 += y1 * (lbn_load8_$S(xr + b + 8) - mu);
+                p2 += y2;
+                p3 += y3;
+                q0 += y0 * (lbn_load4_$S(xr + b) - mu);
+                q1 += y1 * (lbn_load4_$S(xr + b + 4) - mu);
+                q2 += y2 * (lbn_load4_$S(xr + b + 8) - mu);
+                q3 += y3 * (lbn_load4_$S(xr + b + 12) - mu);
             }
             for (; b + 8 <= B; b += 8) {
-                const lbn_v8d y0 = lbn_load8_$S(yr + b);
+                const lbn_v4d y0 = lbn_load4_$S(yr + b);
+                const lbn_v4d y1 = lbn_load4_$S(yr + b + 4);
                 p0 += y0;
-                q0 += y0 * (lbn_load8_$S(xr + b) - mu);
+                p1 += y1;
+                q0 += y0 * (lbn_load4_$S(xr + b) - mu);
+                q1 += y1 * (lbn_load4_$S(xr + b + 4) - mu);
             }
             for (; b < B; ++b) {
                 const double y = (double)yr[b];
@@ -166,8 +188,8 @@ static void lbn_sums_inner_$S(const $T* x, const $T* dy, npy_intp a0, npy_intp a
                 t2 += y * ((double)xr[b] - mu);
             }
         }
-        sy[c] += lbn_hsum8(p0 + p1) + t1;
-        syx[c] += lbn_hsum8(q0 + q1) + t2;
+        sy[c] += lbn_hsum4x2(p0 + p2, p1 + p3) + t1;
+        syx[c] += lbn_hsum4x2(q0 + q2, q1 + q3) + t2;
     }
 }
 
@@ -281,37 +303,46 @@ _COMMON = r"""
 #include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #define LBN_MIN_PER_THREAD ((npy_intp)%(min_per_thread)d)
 
-/* Eight doubles as one vector (one AVX-512 register, two AVX ones; GCC
-   emulates it where there is no SIMD). */
-typedef double lbn_v8d __attribute__((vector_size(64)));
-typedef float lbn_v8f __attribute__((vector_size(32)));
+/* Four doubles as one vector (one AVX register; GCC emulates it where there
+   is no SIMD). */
+typedef double lbn_v4d __attribute__((vector_size(32)));
+/* Unaligned views: loaded with one instruction (a memcpy into a vector was
+   two 8-byte loads and a shuffle per vector with GCC). */
+typedef float lbn_v4f_u __attribute__((vector_size(16), aligned(4)));
+typedef double lbn_v4d_u __attribute__((vector_size(32), aligned(8)));
 
-static inline lbn_v8d lbn_zero8(void)
+static inline lbn_v4d lbn_zero4(void)
 {
-    lbn_v8d z = {0, 0, 0, 0, 0, 0, 0, 0};
+    lbn_v4d z = {0, 0, 0, 0};
     return z;
 }
 
-static inline lbn_v8d lbn_load8_f32(const float* p)
+static inline lbn_v4d lbn_load4_f32(const float* p)
 {
-    lbn_v8f v;
-    memcpy(&v, p, sizeof(v));
-    return __builtin_convertvector(v, lbn_v8d);
+#ifdef __AVX__
+    /* GCC converts the generic vector in two halves (two loads, two
+       conversions, a shuffle); the intrinsic is one instruction. */
+    return (lbn_v4d)_mm256_cvtps_pd(_mm_loadu_ps(p));
+#else
+    return __builtin_convertvector(*(const lbn_v4f_u*)p, lbn_v4d);
+#endif
 }
 
-static inline lbn_v8d lbn_load8_f64(const double* p)
+static inline lbn_v4d lbn_load4_f64(const double* p)
 {
-    lbn_v8d v;
-    memcpy(&v, p, sizeof(v));
-    return v;
+    return *(const lbn_v4d_u*)p;
 }
 
-static inline double lbn_hsum8(lbn_v8d v)
+/* The sum of eight lanes, u's then v's, in a fixed order. */
+static inline double lbn_hsum4x2(lbn_v4d u, lbn_v4d v)
 {
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+    return ((u[0] + u[1]) + (u[2] + u[3])) + ((v[0] + v[1]) + (v[2] + v[3]));
 }
 
 /* One task of a split reduction or elementwise pass. */
