@@ -159,32 +159,37 @@ static int lbn_max_threads(void)
 }
 
 /* Tasks runnable on the machine now (4th field of /proc/loadavg, "3/176"
-   -> 3), read at most once a millisecond; -1 if unknown. */
+   -> 3), read at most once a millisecond; the lower of the last two readings,
+   as in lasagne_bn/ops/numba/threads.py, so that a task runnable for a moment
+   (another process's thread between two sleeps) does not count; -1 if
+   unknown. */
 static long lbn_runnable_tasks(void)
 {
-    static long seen = -1;
+    static long seen = -1, before = -1;
     static long long seen_at = 0;
     struct timespec ts;
     long long now = 0;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
         now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    if (now != 0 && seen_at != 0 && now - seen_at < 1000000LL) return seen;
-    char buf[128];
-    long value = -1;
-    int fd = open("/proc/loadavg", O_RDONLY);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        int i = 0, spaces = 0;
-        while (i < n && spaces < 3) { if (buf[i] == ' ') ++spaces; ++i; }
-        while (i < n && buf[i] >= '0' && buf[i] <= '9') {
-            value = (value < 0 ? 0 : value * 10) + (buf[i] - '0');
-            ++i;
+    if (!(now != 0 && seen_at != 0 && now - seen_at < 1000000LL)) {
+        char buf[128];
+        long value = -1;
+        int fd = open("/proc/loadavg", O_RDONLY);
+        if (fd >= 0) {
+            ssize_t n = read(fd, buf, sizeof(buf) - 1);
+            close(fd);
+            int i = 0, spaces = 0;
+            while (i < n && spaces < 3) { if (buf[i] == ' ') ++spaces; ++i; }
+            while (i < n && buf[i] >= '0' && buf[i] <= '9') {
+                value = (value < 0 ? 0 : value * 10) + (buf[i] - '0');
+                ++i;
+            }
         }
+        before = seen;
+        seen = value;
+        seen_at = now;
     }
-    seen = value;
-    seen_at = now;
-    return value;
+    return before >= 0 && before < seen ? before : seen;
 }
 
 /* Threads to run `pieces` pieces on now: fewer when other tasks are runnable
@@ -204,40 +209,45 @@ static int lbn_threads_now(int pieces)
     return n < 1 ? 1 : (int)n;
 }
 
-/* Pieces [first, n) in steps of `step`, one worker's share. */
+/* One worker: it takes the next piece not yet taken until none is left. */
 typedef void (*lbn_piece_fn)(void* pieces, int i);
 typedef struct {
     lbn_piece_fn run;
     void* pieces;
-    int first, step, n;
+    int n;
+    int* next;
 } lbn_worker;
 
 static void* lbn_worker_main(void* arg)
 {
     const lbn_worker* w = (const lbn_worker*)arg;
-    for (int i = w->first; i < w->n; i += w->step) w->run(w->pieces, i);
+    for (;;) {
+        const int i = __atomic_fetch_add(w->next, 1, __ATOMIC_RELAXED);
+        if (i >= w->n) break;
+        w->run(w->pieces, i);
+    }
     return NULL;
 }
 
-/* Run pieces 0..n-1 (n <= 16), the caller taking the first worker's share,
-   on threads started for this call (none spin between calls); a thread that
-   cannot be started has its share run inline. */
+/* Run pieces 0..n-1 (n <= 16) on the caller and threads started for this call
+   (none spin between calls); a thread that cannot be started is not needed.
+   Each thread takes the next piece left, so a thread whose core wakes late
+   (a VM's idle vCPU took 0.4 ms to run a new thread) leaves its pieces to
+   the caller instead of making it wait: a fixed share per thread made two
+   threads twice as slow as one on a 4 MiB tensor.  Which thread runs a piece
+   does not change the result: partial sums are per piece. */
 static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
 {
     int workers = lbn_threads_now(n);
-    lbn_worker w[16];
+    int next = 0;
+    lbn_worker w = {run, pieces, n, &next};
     pthread_t ids[16];
     int started[16];
-    for (int j = 0; j < workers; ++j) {
-        w[j].run = run; w[j].pieces = pieces; w[j].first = j; w[j].step = workers; w[j].n = n;
-    }
     for (int j = 1; j < workers; ++j)
-        started[j] = pthread_create(&ids[j], NULL, lbn_worker_main, &w[j]) == 0;
-    lbn_worker_main(&w[0]);
-    for (int j = 1; j < workers; ++j) {
+        started[j] = pthread_create(&ids[j], NULL, lbn_worker_main, &w) == 0;
+    lbn_worker_main(&w);
+    for (int j = 1; j < workers; ++j)
         if (started[j]) pthread_join(ids[j], NULL);
-        else lbn_worker_main(&w[j]);
-    }
 }
 """
 
