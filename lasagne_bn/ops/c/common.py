@@ -158,11 +158,29 @@ static int lbn_max_threads(void)
     return n;
 }
 
-/* Tasks runnable on the machine now (4th field of /proc/loadavg, "3/176"
-   -> 3), read at most once a millisecond; the lower of the last two readings,
-   as in lasagne_bn/ops/numba/threads.py, so that a task runnable for a moment
-   (another process's thread between two sleeps) does not count; -1 if
-   unknown. */
+/* Tasks runnable on the machine now: the 4th field of /proc/loadavg ("3/176"
+   -> 3); -1 if unknown. */
+static long lbn_read_runnable(void)
+{
+    char buf[128];
+    long value = -1;
+    int fd = open("/proc/loadavg", O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    int i = 0, spaces = 0;
+    while (i < n && spaces < 3) { if (buf[i] == ' ') ++spaces; ++i; }
+    while (i < n && buf[i] >= '0' && buf[i] <= '9') {
+        value = (value < 0 ? 0 : value * 10) + (buf[i] - '0');
+        ++i;
+    }
+    return value;
+}
+
+/* lbn_read_runnable, read at most once a millisecond; the lower of the last
+   two readings, as in lasagne_bn/ops/numba/threads.py, so that a task
+   runnable for a moment (another process's thread between two sleeps) does
+   not count. */
 static long lbn_runnable_tasks(void)
 {
     static long seen = -1, before = -1;
@@ -171,22 +189,9 @@ static long lbn_runnable_tasks(void)
     long long now = 0;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
         now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    if (!(now != 0 && seen_at != 0 && now - seen_at < 1000000LL)) {
-        char buf[128];
-        long value = -1;
-        int fd = open("/proc/loadavg", O_RDONLY);
-        if (fd >= 0) {
-            ssize_t n = read(fd, buf, sizeof(buf) - 1);
-            close(fd);
-            int i = 0, spaces = 0;
-            while (i < n && spaces < 3) { if (buf[i] == ' ') ++spaces; ++i; }
-            while (i < n && buf[i] >= '0' && buf[i] <= '9') {
-                value = (value < 0 ? 0 : value * 10) + (buf[i] - '0');
-                ++i;
-            }
-        }
+    if (now == 0 || seen_at == 0 || now - seen_at >= 1000000LL) {
         before = seen;
-        seen = value;
+        seen = lbn_read_runnable();
         seen_at = now;
     }
     return before >= 0 && before < seen ? before : seen;
