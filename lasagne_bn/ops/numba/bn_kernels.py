@@ -44,6 +44,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from lasagne_bn.ops.numba import workshare
+from lasagne_bn.ops.numba.jit import njit
 from lasagne_bn.ops.numba.threads import (
     BATCH_NORM,
     _get_num_threads,
@@ -71,8 +72,8 @@ TASKS = 32
 ensure_symbols()
 workshare.ensure_symbols()
 
-kernel = numba.njit(parallel=True, fastmath=FASTMATH, cache=True, nogil=True)
-driver = numba.njit(fastmath=FASTMATH, cache=True, nogil=True)
+kernel = njit(parallel=True, fastmath=FASTMATH, cache=True, nogil=True)
+driver = njit(fastmath=FASTMATH, cache=True, nogil=True)
 
 
 @driver
@@ -144,7 +145,7 @@ def _float_of(typingctx, bits):
     return types.float64(types.uint64), codegen
 
 
-_bits = numba.njit(cache=True, nogil=True)
+_bits = njit(cache=True, nogil=True)
 
 
 @_bits
@@ -509,7 +510,7 @@ def _load_impl(value, like):
 # two rows per sweep): the layouts differ only in how they walk the arrays,
 # and each element gets the same operations, so the same bits, in all of them.
 
-inline = numba.njit(fastmath=FASTMATH, cache=True, nogil=True, inline="always")
+inline = njit(fastmath=FASTMATH, cache=True, nogil=True, inline="always")
 
 
 @inline

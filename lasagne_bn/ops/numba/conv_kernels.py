@@ -45,13 +45,13 @@ so BLAS cannot be made single-threaded per call.
 from __future__ import annotations
 
 import llvmlite.binding as llb
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import carray, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from lasagne_bn.ops.numba.jit import njit
 from lasagne_bn.ops.numba.threads import (
     CONV,
     ensure_symbols,
@@ -93,8 +93,8 @@ TB = 16  # rows per block of the filter gradient's final transpose
 # skips the tiles
 SKINNY = 8
 
-kernel = numba.njit(parallel=True, cache=True, nogil=True)
-driver = numba.njit(cache=True, nogil=True)
+kernel = njit(parallel=True, cache=True, nogil=True)
+driver = njit(cache=True, nogil=True)
 
 
 # --------------------------------------------------------------------------

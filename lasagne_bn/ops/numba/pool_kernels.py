@@ -11,16 +11,16 @@ of each window in row-major order (NaN counts as the maximum).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import carray, prange
 
+from lasagne_bn.ops.numba.jit import njit
 from lasagne_bn.ops.numba.threads import POOL, ensure_symbols, enter_threads, set_num_threads
 
 ensure_symbols()  # start the pool before cached parallel kernels are linked
 
-kernel = numba.njit(parallel=True, cache=True, nogil=True)
-driver = numba.njit(cache=True, nogil=True)
+kernel = njit(parallel=True, cache=True, nogil=True)
+driver = njit(cache=True, nogil=True)
 
 MAX, SUM, AVG_INC, AVG_EXC = 0, 1, 2, 3  # pool._MODE_CODES repeats them
 

@@ -68,7 +68,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-driver = numba.njit(cache=True, nogil=True)
+from lasagne_bn.ops.numba.jit import njit
+
+driver = njit(cache=True, nogil=True)
 
 # Elements (batch norm), multiply-adds (convolution), window reads (pooling)
 # and output elements (elementwise)

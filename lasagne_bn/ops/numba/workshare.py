@@ -61,8 +61,9 @@ from numba import types
 from numba.extending import intrinsic
 
 from lasagne_bn.ops.numba import threads
+from lasagne_bn.ops.numba.jit import njit
 
-driver = numba.njit(cache=True, nogil=True)
+driver = njit(cache=True, nogil=True)
 
 # --------------------------------------------------------------------------
 # the shared state: int64 words, each hot one on its own cache line
