@@ -18,6 +18,7 @@ MODULES = [
     "lasagne_bn.ops.c.conv",
     "lasagne_bn.ops.c.pool",
     "lasagne_bn.ops.c.gemm",
+    "lasagne_bn.ops.numba.jit",
     "lasagne_bn.ops.conv",
     "lasagne_bn.layers.conv",
     "lasagne_bn.layers.pool",

@@ -4,7 +4,8 @@ One module per Op family registers its Ops with PyTensor's Numba dispatch
 (``bn``, ``conv``, ``pool``, ``moments``, ``matmul``); the kernels they call
 live in the matching ``*_kernels`` modules (``matmul``: the convolution
 kernels' GEMM engine) and are compiled the first time a node needs them.
-Shared plumbing: :mod:`._codegen` (generated wrappers, C entry points,
+Shared plumbing: :mod:`.jit` (the kernels' ``njit``: no copy compiled per
+constant argument), :mod:`._codegen` (generated wrappers, C entry points,
 cache keys), :mod:`.threads` (per-call thread counts), :mod:`.workshare`
 (helper threads that share a pass without a barrier), :mod:`.float16`,
 :mod:`.linker` (the per-node linker for very large graphs) and
