@@ -322,3 +322,60 @@ def test_busy_cores_change_no_result():
         busy = fn(*args)
     for a, b in zip(quiet, busy, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+_HELPERS_SCRIPT = """
+import os, pickle
+import numpy as np, pytensor, pytensor.tensor as pt
+from lasagne_bn.ops import batch_normalization_test, batch_normalization_train
+from lasagne_bn.ops.c import common as c_common
+
+x, g = pt.matrix("x", dtype="float32"), pt.vector("g", dtype="float32")
+out = batch_normalization_train(x, g, g * 0, axes="per-activation")[0]
+fn = pytensor.function([x, g], [out, pytensor.grad((out**2).sum(), x)], mode="CVM")
+infer = pytensor.function([x, g], batch_normalization_test(x, g, g * 0, g * 0, g,
+                          axes="per-activation"), mode="CVM")
+r = np.random.RandomState(1)
+data, gamma = r.randn(512, 1024).astype("float32"), np.ones(1024, "float32")
+tasks = lambda: len(os.listdir("/proc/self/task"))
+before = tasks()
+expected = fn(data, gamma)
+infer(data, gamma)
+cpus = min(4, len(os.sched_getaffinity(0)))
+assert tasks() - before <= cpus - 1, (tasks(), before, cpus)
+pools = [k for k in vars(c_common) if k.startswith("_c_helpers_")]
+assert len(pools) == (1 if cpus > 1 else 0), pools
+
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        with os.fdopen(write, "wb") as w:
+            pickle.dump(fn(data, gamma), w)
+    finally:
+        os._exit(0)
+os.close(write)
+with os.fdopen(read, "rb") as rd:
+    got = pickle.load(rd)
+os.waitpid(pid, 0)
+for a, b in zip(expected, got, strict=True):
+    np.testing.assert_array_equal(a, b)
+print("ok")
+"""
+
+
+def test_c_helpers_are_shared_and_survive_fork():
+    """The C modules share one set of helper threads, and a forked child starts its own.
+
+    In a fresh interpreter (no JAX threads to fork): a (512, 1024) training
+    step and an inference, two C modules, start at most ``cpus - 1``
+    threads and one pool; a forked child computes the same bits as its
+    parent, so it did not wait for the parent's helpers, which it lacks.
+    """
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _HELPERS_SCRIPT], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -15,15 +15,18 @@ numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`)
 - the elementwise passes compute in the input's precision (float32 on
   float32 input), one multiply-add per element.
 
-Large tensors are split into pieces, one per ``MIN_ELEMENTS_PER_THREAD``
-elements, at most the CPUs in the process's affinity mask and at most 4
-(``LASAGNE_BN_C_THREADS=n`` sets that limit instead, ``1``: single-threaded;
-read once per compiled module).  The pieces run on POSIX threads started for
-the call and joined before it returns (no pool, so nothing spins between
-calls), as many as the cores can give now: when other processes keep our
-CPUs busy (``/proc/loadavg``'s runnable tasks), fewer threads run the same
-pieces, so a call never waits a time slice for a busy core and its result
-is the same bits however loaded the machine is.
+Large tensors are split over threads: at most the CPUs in the process's
+affinity mask and at most 4 (``LASAGNE_BN_C_THREADS=n`` sets that limit
+instead, ``1``: single-threaded; read once per compiled module).  A
+reduction is cut into one piece per ``MIN_ELEMENTS_PER_THREAD`` elements, up
+to that limit, each with its own partial sums; an elementwise pass into
+pieces of 64 KiB.  The calling thread takes pieces, and so do the helper
+threads every C module of ours shares (``lbn_run_pieces`` in
+:mod:`lasagne_bn.ops.c.common`: they sleep in a futex between calls and
+take pieces only once they get a core, so the caller never waits for a
+helper that has not started).  When other processes keep our CPUs busy
+(``/proc/loadavg``'s runnable tasks), fewer helpers are offered the same
+pieces, and the result is the same bits however loaded the machine is.
 
 float16 has no C code here: ``c_code`` raises ``NotImplementedError`` and
 PyTensor's ``CVM`` runs the NumPy ``perform`` for that node instead (mode
@@ -308,6 +311,10 @@ _COMMON = r"""
 #endif
 
 #define LBN_MIN_PER_THREAD ((npy_intp)%(min_per_thread)d)
+/* Elements per piece of a split elementwise pass (64 KiB of float32), and at
+   most this many pieces (lbn_run_pieces counts them in 8 bits). */
+#define LBN_CHUNK ((npy_intp)1 << 14)
+#define LBN_MAX_PIECES 128
 
 /* Four doubles as one vector (one AVX register; GCC emulates it where there
    is no SIMD). */
@@ -366,15 +373,34 @@ static void lbn_run_task(lbn_task* t)
     else lbn_task_f64(t);
 }
 
-static void lbn_run_piece(void* tasks, int i)
+/* A pass cut into n pieces of rows: piece i is rows [rows * i / n, rows * (i + 1) / n). */
+typedef struct {
+    lbn_task* tasks;     /* per piece (reductions: own partial sums), or NULL */
+    const lbn_task* proto;
+    npy_intp rows;
+    int n;
+} lbn_pass;
+
+static void lbn_run_piece(void* pass, int i)
 {
-    lbn_run_task((lbn_task*)tasks + i);
+    const lbn_pass* p = (const lbn_pass*)pass;
+    if (p->tasks != NULL) {
+        lbn_run_task(p->tasks + i);
+        return;
+    }
+    lbn_task t = *p->proto;
+    t.lo = p->rows * i / p->n;
+    t.hi = p->rows * (i + 1) / p->n;
+    lbn_run_task(&t);
 }
 
-/* Run `proto` over rows [0, rows) in up to `max_threads` pieces (one per
-   LBN_MIN_PER_THREAD elements); reductions get per-piece partial sums that
-   are added up in piece order.  The calling thread runs the first piece;
-   a thread that cannot be started runs inline.  Returns -1 on no memory. */
+/* Run `proto` over rows [0, rows).  A reduction is cut into up to
+   `max_threads` pieces (one per LBN_MIN_PER_THREAD elements), each with its
+   own partial sums, added up in piece order: the pieces, and so the bits,
+   depend on the size and `max_threads` only.  An elementwise pass that
+   splits is cut into pieces of about LBN_CHUNK elements instead, so a helper
+   that gets its core late still finds work (the results do not depend on
+   the cut).  Returns -1 on no memory. */
 static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int max_threads,
                    double* s1, double* s2)
 {
@@ -385,10 +411,21 @@ static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int m
     if (total / LBN_MIN_PER_THREAD < n) n = (int)(total / LBN_MIN_PER_THREAD);
     if (n > rows) n = (int)rows;
     if (n < 1) n = 1;
+    lbn_pass pass = {NULL, proto, rows, n};
+    if (!reduce) {
+        if (n > 1) {
+            npy_intp pieces = total / LBN_CHUNK;
+            if (pieces > LBN_MAX_PIECES) pieces = LBN_MAX_PIECES;
+            if (pieces > rows) pieces = rows;
+            if (pieces > n) pass.n = (int)pieces;
+        }
+        lbn_run_pieces(lbn_run_piece, &pass, pass.n);
+        return 0;
+    }
     lbn_task tasks[16];
     double* partial = NULL;
     const npy_intp C = proto->C;
-    if (reduce && n > 1) {
+    if (n > 1) {
         partial = (double*)calloc((size_t)(2 * (n - 1) * C + 1), sizeof(double));
         if (partial == NULL) n = 1;
     }
@@ -396,12 +433,12 @@ static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int m
         tasks[i] = *proto;
         tasks[i].lo = rows * i / n;
         tasks[i].hi = rows * (i + 1) / n;
-        if (reduce) {
-            tasks[i].s1 = i == 0 ? s1 : partial + 2 * (i - 1) * C;
-            tasks[i].s2 = i == 0 ? s2 : partial + (2 * (i - 1) + 1) * C;
-        }
+        tasks[i].s1 = i == 0 ? s1 : partial + 2 * (i - 1) * C;
+        tasks[i].s2 = i == 0 ? s2 : partial + (2 * (i - 1) + 1) * C;
     }
-    lbn_run_pieces(lbn_run_piece, tasks, n);
+    pass.tasks = tasks;
+    pass.n = n;
+    lbn_run_pieces(lbn_run_piece, &pass, n);
     if (partial != NULL) {
         for (int i = 1; i < n; ++i)
             for (npy_intp c = 0; c < C; ++c) {

@@ -12,8 +12,10 @@ is defined once, where copies under one name would collide.
 - :data:`THREADS_SUPPORT`: ``lbn_max_threads()``, how many pieces one call
   splits a large tensor into (``LASAGNE_BN_C_THREADS``, else the CPUs of
   the process's affinity mask, at most 4), and ``lbn_run_pieces``, which
-  runs them on as many threads as the cores can give now (fewer when other
-  processes keep them busy, as the Numba kernels do);
+  runs them on the caller and on helper threads all our C modules share
+  (started at the first call that splits, asleep in a futex between
+  calls), offered to as many helpers as the cores can give now (fewer when
+  other processes keep them busy, as the Numba kernels do);
 - :data:`BLAS_SUPPORT`: single and double precision GEMM, row-major, through
   the function pointers SciPy exports (``scipy.linalg.cython_blas``): no
   BLAS is linked, so the C code works wherever SciPy does, even where
@@ -112,7 +114,7 @@ static void lbn_raise_from_python(const char* module_name, const char* kind, con
 """
 
 
-THREADS_SUPPORT = r"""
+THREADS_SUPPORT_TEMPLATE = r"""
 #include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
@@ -216,45 +218,196 @@ static int lbn_threads_now(int pieces)
 
 /* One worker: it takes the next piece not yet taken until none is left. */
 typedef void (*lbn_piece_fn)(void* pieces, int i);
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+/* The helper threads every C module of this version shares (the first
+   module to need them starts them and leaves a capsule on
+   lasagne_bn.ops.c.common; the others find it there), the design of
+   lasagne_bn/ops/numba/workshare.py: the caller publishes a job and takes
+   pieces itself from an atomic counter; helpers, woken through a futex,
+   take pieces from the same counter when they get a core.  The caller waits
+   only for pieces a helper has already taken, so a helper whose core wakes
+   late (a VM's idle vCPU took 0.4 ms) leaves its pieces to the caller
+   instead of making it wait, as joining a thread started per call did.
+   Between jobs every thread sleeps in the kernel: nothing spins. */
 typedef struct {
+    long long counter;   /* job << 16 | pieces << 8 | next piece */
+    int bell;            /* futex word: bumped when a job is published */
+    int done;            /* futex word: pieces finished in this job */
+    int busy;            /* 1 while a caller owns the helpers */
+    int waiting;         /* 1 while the caller sleeps on `done` */
+    int helpers;         /* helper threads started */
+    int forked;          /* set in a forked child, which has none of them */
     lbn_piece_fn run;
     void* pieces;
-    int n;
-    int* next;
-} lbn_worker;
+} lbn_pool;
 
-static void* lbn_worker_main(void* arg)
+#define LBN_POOL_SPIN 4000
+
+static long lbn_futex(int* word, int op, int value)
 {
-    const lbn_worker* w = (const lbn_worker*)arg;
+    return syscall(SYS_futex, word, op, value, NULL, NULL, 0);
+}
+
+/* A piece of the current job for a helper (and the job's piece count in
+   *n), or -1 when none is left. */
+static int lbn_pool_take(lbn_pool* p, int* n)
+{
     for (;;) {
-        const int i = __atomic_fetch_add(w->next, 1, __ATOMIC_RELAXED);
-        if (i >= w->n) break;
-        w->run(w->pieces, i);
+        long long seen = __atomic_load_n(&p->counter, __ATOMIC_ACQUIRE);
+        const int next = (int)(seen & 255);
+        *n = (int)((seen >> 8) & 255);
+        if (next >= *n) return -1;
+        /* Compare-and-swap, not add: a helper that read an older job's
+           counter must not take a piece of the next one. */
+        if (__atomic_compare_exchange_n(&p->counter, &seen, seen + 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return next;
+    }
+}
+
+/* Piece finished by a helper: wake a caller sleeping for the last one. */
+static void lbn_pool_finish(lbn_pool* p, int n)
+{
+    const int done = __atomic_add_fetch(&p->done, 1, __ATOMIC_ACQ_REL);
+    if (done >= n && __atomic_load_n(&p->waiting, __ATOMIC_ACQUIRE))
+        lbn_futex(&p->done, FUTEX_WAKE_PRIVATE, 1);
+}
+
+static void* lbn_pool_helper(void* arg)
+{
+    lbn_pool* p = (lbn_pool*)arg;
+    for (;;) {
+        const int bell = __atomic_load_n(&p->bell, __ATOMIC_ACQUIRE);
+        int i, n;
+        while ((i = lbn_pool_take(p, &n)) >= 0) {
+            /* The job cannot end before this piece is done, so the fields
+               read here are this job's. */
+            p->run(p->pieces, i);
+            lbn_pool_finish(p, n);
+        }
+        if (__atomic_load_n(&p->bell, __ATOMIC_ACQUIRE) == bell)
+            lbn_futex(&p->bell, FUTEX_WAIT_PRIVATE, bell);
     }
     return NULL;
 }
 
-/* Run pieces 0..n-1 (n <= 16) on the caller and threads started for this call
-   (none spin between calls); a thread that cannot be started is not needed.
-   Each thread takes the next piece left, so a thread whose core wakes late
-   (a VM's idle vCPU took 0.4 ms to run a new thread) leaves its pieces to
-   the caller instead of making it wait: a fixed share per thread made two
-   threads twice as slow as one on a 4 MiB tensor.  Which thread runs a piece
-   does not change the result: partial sums are per piece. */
+static lbn_pool* lbn_pool_started = NULL;
+
+static void lbn_pool_forked(void)
+{
+    if (lbn_pool_started != NULL) lbn_pool_started->forked = 1;
+}
+
+/* Start up to `want` helpers; returns the pool. */
+static lbn_pool* lbn_pool_start(int want)
+{
+    lbn_pool* p = (lbn_pool*)calloc(1, sizeof(lbn_pool));
+    if (p == NULL) return NULL;
+    if (lbn_pool_started == NULL) pthread_atfork(NULL, NULL, lbn_pool_forked);
+    lbn_pool_started = p;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 1 << 18);
+    for (int j = 0; j < want; ++j) {
+        pthread_t id;
+        if (pthread_create(&id, &attr, lbn_pool_helper, p) != 0) break;
+        p->helpers++;
+    }
+    pthread_attr_destroy(&attr);
+    return p;
+}
+
+#define LBN_POOL_ATTR "_c_helpers_$VERSION"
+
+/* The process's helpers, started at the first call that can use them;
+   NULL where there are none.  The kernels run without the GIL, so the
+   first call takes it to find or leave the capsule. */
+static lbn_pool* lbn_pool_get(void)
+{
+    static lbn_pool* pool = NULL;
+    static int looked = 0;
+    if (looked && (pool == NULL || !pool->forked)) return pool;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    looked = 1;
+    pool = NULL;
+    PyObject *etype, *evalue, *etb;
+    PyErr_Fetch(&etype, &evalue, &etb);
+    PyObject* m = PyImport_ImportModule("lasagne_bn.ops.c.common");
+    PyObject* cap = m ? PyObject_GetAttrString(m, LBN_POOL_ATTR) : NULL;
+    if (cap != NULL && PyCapsule_IsValid(cap, LBN_POOL_ATTR))
+        pool = (lbn_pool*)PyCapsule_GetPointer(cap, LBN_POOL_ATTR);
+    if (pool != NULL && pool->forked) pool = NULL;  /* a forked child starts its own */
+    if (pool == NULL && m != NULL && lbn_max_threads() > 1) {
+        pool = lbn_pool_start(lbn_max_threads() - 1);
+        PyObject* made = pool ? PyCapsule_New(pool, LBN_POOL_ATTR, NULL) : NULL;
+        if (made == NULL || PyObject_SetAttrString(m, LBN_POOL_ATTR, made) != 0) pool = NULL;
+        Py_XDECREF(made);
+    }
+    Py_XDECREF(cap);
+    Py_XDECREF(m);
+    PyErr_Restore(etype, evalue, etb);
+    PyGILState_Release(gil);
+    return pool;
+}
+
+/* Run pieces 0..n-1 (n <= 255) on the caller and up to `workers - 1` helpers.
+   Which thread runs a piece does not change the result: partial sums are
+   per piece. */
 static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
 {
-    int workers = lbn_threads_now(n);
-    int next = 0;
-    lbn_worker w = {run, pieces, n, &next};
-    pthread_t ids[16];
-    int started[16];
-    for (int j = 1; j < workers; ++j)
-        started[j] = pthread_create(&ids[j], NULL, lbn_worker_main, &w) == 0;
-    lbn_worker_main(&w);
-    for (int j = 1; j < workers; ++j)
-        if (started[j]) pthread_join(ids[j], NULL);
+    const int workers = lbn_threads_now(n);
+    lbn_pool* p = workers > 1 ? lbn_pool_get() : NULL;
+    int expected = 0;
+    if (p == NULL || p->helpers < 1
+        || !__atomic_compare_exchange_n(&p->busy, &expected, 1, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+        for (int i = 0; i < n; ++i) run(pieces, i);
+        return;
+    }
+    p->run = run;
+    p->pieces = pieces;
+    __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
+    const long long job = (__atomic_load_n(&p->counter, __ATOMIC_RELAXED) >> 16) + 1;
+    __atomic_store_n(&p->counter, (job << 16) | ((long long)n << 8), __ATOMIC_RELEASE);
+    __atomic_add_fetch(&p->bell, 1, __ATOMIC_RELEASE);
+    const int offered = workers - 1 < p->helpers ? workers - 1 : p->helpers;
+    lbn_futex(&p->bell, FUTEX_WAKE_PRIVATE, offered);
+    for (;;) {
+        const long long i = __atomic_fetch_add(&p->counter, 1, __ATOMIC_ACQ_REL) & 255;
+        if (i >= n) break;
+        run(pieces, (int)i);
+        __atomic_add_fetch(&p->done, 1, __ATOMIC_ACQ_REL);
+    }
+    for (int spins = 0; __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) < n;) {
+        if (++spins <= LBN_POOL_SPIN) continue;
+        __atomic_store_n(&p->waiting, 1, __ATOMIC_RELEASE);
+        const int done = __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
+        if (done < n) lbn_futex(&p->done, FUTEX_WAIT_PRIVATE, done);
+        __atomic_store_n(&p->waiting, 0, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
 }
+
+#else
+
+/* No futex: every piece on the calling thread. */
+static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
+{
+    for (int i = 0; i < n; ++i) run(pieces, i);
+}
+
+#endif
 """
+
+
+#: The helper pool's attribute on this module is versioned, so a module of
+#: another version never reads a pool laid out differently.
+THREADS_SUPPORT = THREADS_SUPPORT_TEMPLATE.replace("$VERSION", C_COMMON_VERSION)
 
 
 # GEMM per element type: the SciPy pointer and the row-major wrapper.

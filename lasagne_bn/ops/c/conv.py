@@ -16,8 +16,9 @@ A 1x1 filter with stride 1 and no padding uses the image itself as
 buffer first.  GEMM is SciPy's BLAS (:data:`lasagne_bn.ops.c.common.BLAS_SUPPORT`),
 called on column blocks small enough that OpenBLAS runs them on the
 calling thread (its own threads spin between calls and made a convolution
-25x slower on a loaded machine); the batch is split over threads started
-for the call, as in :mod:`lasagne_bn.ops.c.bn` (``LASAGNE_BN_C_THREADS``).
+25x slower on a loaded machine); the batch is split into pieces run by the
+caller and the shared helper threads, as in :mod:`lasagne_bn.ops.c.bn`
+(``LASAGNE_BN_C_THREADS``).
 Filters too large for such blocks go to OpenBLAS whole, on one thread of
 ours.  Inputs that are not C-contiguous are copied
 first.  Computation is in the input's precision, as ``perform``'s
