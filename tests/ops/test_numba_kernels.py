@@ -108,3 +108,27 @@ def test_pair_sweeps_give_the_one_row_bits(rows, dtype):
     assert np.array_equal(dx1, dx2)
     k = consts[1]
     np.testing.assert_allclose(out1, (x2 - consts[0]) * k + consts[2], rtol=1e-6, atol=1e-6)
+
+
+def test_large_outputs_stream_with_the_same_bits():
+    """From STREAM_BYTES the float32 affine pass writes with non-temporal
+    stores: the same bits as the ordinary stores of a smaller output, also
+    into an output whose runs start off a 32-byte boundary."""
+    if not nk.STREAM_BYTES:
+        pytest.skip("non-temporal stores are used on x86-64 only")
+    A, C = 2, 8
+    B = nk.STREAM_BYTES // (4 * A * C) + 13  # odd runs: head, vectors and tail
+    rng = np.random.default_rng(5)
+    x3 = rng.standard_normal((A, C, B)).astype(np.float32)
+    shift, scale, offset = (rng.standard_normal(C).astype(np.float32) for _ in range(3))
+    streamed = np.empty_like(x3)
+    nk._affine_span(x3, shift, scale, offset, streamed, 0, A * C, False)
+    misaligned = np.empty(x3.size + 1, np.float32)[1:].reshape(x3.shape)
+    nk._affine_span(x3, shift, scale, offset, misaligned, 0, A * C, False)
+    for a in range(A):  # each half is below STREAM_BYTES: ordinary stores
+        half = np.empty_like(x3[a : a + 1])
+        nk._affine_span(x3[a : a + 1], shift, scale, offset, half, 0, C, False)
+        np.testing.assert_array_equal(streamed[a], half[0])
+        np.testing.assert_array_equal(misaligned[a], half[0])
+    asm = "".join(nk._affine_span.inspect_asm().values())
+    assert "movntps" in asm

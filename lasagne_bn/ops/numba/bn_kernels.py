@@ -34,6 +34,7 @@ compiled on first use and cached on disk.
 
 from __future__ import annotations
 
+import platform
 import sys
 
 import numba
@@ -525,6 +526,98 @@ def _grad_value(dy, x, mean, k_dy, k_x, k_0):
     return _load(dy, k_dy) * k_dy - (_load(x, k_x) - mean) * k_x - k_0
 
 
+# --------------------------------------------------------------------------
+# non-temporal stores for outputs too large to stay in the caches
+#
+# A store to a line not in the cache first reads that line from memory
+# ("read for ownership"), so an elementwise pass moves three bytes of DRAM
+# traffic for every two it needs.  Non-temporal stores write whole lines
+# without reading them: a (32, 256, 28, 28) float32 affine pass on two
+# threads of a Zen 3 VM, 1.33 -> 1.06 ms.  Small outputs keep ordinary
+# stores, which leave them in the cache for the next layer to read.
+
+#: Output bytes from which the float32 affine pass (training forward and
+#: inference) writes with non-temporal stores: past the L2s and half the L3
+#: of common machines, where the next layer reads the output from memory
+#: anyway.  x86-64 only (``sfence``).
+STREAM_BYTES = 16 << 20 if platform.machine().lower() in ("x86_64", "amd64") else 0
+_FLAGS = tuple(sorted(FASTMATH))
+_F32x8 = ir.VectorType(ir.FloatType(), 8)
+
+
+@intrinsic
+def _stream_affine8(typingctx, x_address, out_address, shift, scale, offset):
+    """``out[0:8] = (x[0:8] - shift) * scale + offset`` (float32), one
+    non-temporal store; ``out`` is 32-byte aligned.  Same operations and
+    fast-math flags as :func:`_affine_value`, so the same bits."""
+    sig = types.void(types.int64, types.int64, types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        xa, oa, sh, k, o = args
+        lanes = ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)
+
+        def splat(value):
+            one = builder.insert_element(
+                ir.Constant(_F32x8, ir.Undefined), value, ir.Constant(ir.IntType(32), 0)
+            )
+            return builder.shuffle_vector(one, one, lanes)
+
+        v = builder.load(builder.inttoptr(xa, _F32x8.as_pointer()), align=4)
+        v = builder.fsub(v, splat(sh), flags=_FLAGS)
+        v = builder.fmul(v, splat(k), flags=_FLAGS)
+        v = builder.fadd(v, splat(o), flags=_FLAGS)
+        store = builder.store(v, builder.inttoptr(oa, _F32x8.as_pointer()), align=32)
+        if STREAM_BYTES:
+            nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+            store.set_metadata("nontemporal", nontemporal)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _sfence(typingctx):
+    """Order the non-temporal stores before anything this thread stores next
+    (the chunk counter that tells the caller a chunk is done)."""
+
+    def codegen(context, builder, signature, args):
+        if STREAM_BYTES:
+            fence = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence"
+            )
+            builder.call(fence, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+def _streams(out, scale):
+    """Whether the affine pass writes ``out`` with non-temporal stores."""
+
+
+@overload(_streams, jit_options={"fastmath": FASTMATH})
+def _streams_impl(out, scale):
+    if STREAM_BYTES and out.dtype == types.float32 and scale.dtype == types.float32:
+        return lambda out, scale: out.size * 4 >= STREAM_BYTES and (out.ctypes.data & 3) == 0
+    return lambda out, scale: False
+
+
+@inline
+def _stream_affine_run(x, out, sh, k, o):
+    """One contiguous float32 run of the affine pass, the aligned middle streamed."""
+    n = x.size
+    xa, oa = x.ctypes.data, out.ctypes.data
+    head = min(n, ((32 - (oa & 31)) & 31) // 4)
+    for b in range(head):
+        out[b] = _affine_value(x[b], sh, k, o)
+    b = head
+    while b + 8 <= n:
+        _stream_affine8(xa + 4 * b, oa + 4 * b, sh, k, o)
+        b += 8
+    for t in range(b, n):
+        out[t] = _affine_value(x[t], sh, k, o)
+
+
 @driver
 def _affine_span(x3, shift, scale, offset, out3, lo, hi, pairs):
     """Items ``lo .. hi-1`` of the affine pass: rows if ``inner == 1``, else (outer, channel) runs.
@@ -548,6 +641,12 @@ def _affine_span(x3, shift, scale, offset, out3, lo, hi, pairs):
                 x, out = x2[a], out2[a]
                 for c in range(C):
                     out[c] = _store(_affine_value(x[c], shift[c], scale[c], offset[c]), out2)
+    elif _streams(out3, scale):
+        for t in range(lo, hi):
+            a = t // C
+            c = t - a * C
+            _stream_affine_run(x3[a, c], out3[a, c], shift[c], scale[c], offset[c])
+        _sfence()
     else:
         for t in range(lo, hi):
             a = t // C
