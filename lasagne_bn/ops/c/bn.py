@@ -282,13 +282,14 @@ static void lbn_task_$S(lbn_task* t)
     const $T* x = (const $T*)t->x;
     const $T* dy = (const $T*)t->dy;
     if (t->kind == 0 && B == 1)
-        lbn_moments_outer_$S(x, t->lo, t->hi, C, 0, C, t->center, t->s1, t->s2);
+        lbn_moments_outer_$S(x, t->lo, t->hi, C, t->c0, t->c1, t->center, t->s1, t->s2);
     else if (t->kind == 0)
-        lbn_moments_inner_$S(x, t->lo, t->hi, C, B, 0, C, t->center, t->s1, t->s2);
+        lbn_moments_inner_$S(x, t->lo, t->hi, C, B, t->c0, t->c1, t->center, t->s1, t->s2);
     else if (t->kind == 1 && B == 1)
-        lbn_sums_outer_$S(x, dy, t->lo, t->hi, C, 0, C, t->center, t->s1, t->s2);
+        lbn_sums_outer_$S(x, dy, t->lo, t->hi, C, t->c0, t->c1, t->center, t->s1, t->s2);
     else if (t->kind == 1)
-        lbn_sums_inner_$S(x, dy, t->lo, t->hi, C, B, 0, C, t->center, t->s1, t->s2);
+        lbn_sums_inner_$S(x, dy, t->lo, t->hi, C, B, t->c0, t->c1, t->center, t->s1,
+                          t->s2);
     else if (t->kind == 2)
         lbn_affine_$S(x, t->lo, t->hi, C, B, (const $W*)t->v0, (const $W*)t->v1,
                       (const $W*)t->v2, ($T*)t->out);
@@ -315,6 +316,8 @@ _COMMON = r"""
    most this many pieces (lbn_run_pieces counts them in 8 bits). */
 #define LBN_CHUNK ((npy_intp)1 << 14)
 #define LBN_MAX_PIECES 128
+/* Columns per piece of a 2-D reduction. */
+#define LBN_COLUMN_BLOCK ((npy_intp)1024)
 
 /* Four doubles as one vector (one AVX register; GCC emulates it where there
    is no SIMD). */
@@ -361,6 +364,7 @@ typedef struct {
     void* out;
     npy_intp A, C, B;
     npy_intp lo, hi;     /* rows (outer index, or (a, c) rows for elementwise) */
+    npy_intp c0, c1;     /* channels of a reduction (all but for inner == 1) */
     const double* center;
     double* s1;          /* this task's own partial sums (length C) */
     double* s2;
@@ -450,7 +454,38 @@ static int lbn_run(const lbn_task* proto, npy_intp rows, npy_intp per_row, int m
     return 0;
 }
 
-/* Reductions over an (A, C, B) array: split over the outer rows. */
+/* A reduction of a 2-D (A, C) array, cut into blocks of LBN_COLUMN_BLOCK
+   columns (wider where that would make over LBN_MAX_PIECES) over all rows:
+   each column is summed by one piece, rows in order, so the bits do not
+   depend on the cut, no partial sums are merged, and a block's sums
+   (2 x 8 KiB) stay in L1 while its rows stream past.  Split
+   over threads from 2 * LBN_MIN_PER_THREAD elements, like lbn_run. */
+static void lbn_column_piece(void* pass, int i)
+{
+    const lbn_pass* p = (const lbn_pass*)pass;
+    lbn_task t = *p->proto;
+    t.c0 = (npy_intp)i * p->rows;  /* rows: here the columns per piece */
+    t.c1 = t.c0 + p->rows < t.C ? t.c0 + p->rows : t.C;
+    lbn_run_task(&t);
+}
+
+static void lbn_run_columns(lbn_task* proto, int max_threads, double* s1, double* s2)
+{
+    proto->lo = 0;
+    proto->hi = proto->A;
+    proto->s1 = s1;
+    proto->s2 = s2;
+    npy_intp width = (proto->C + LBN_MAX_PIECES - 1) / LBN_MAX_PIECES;
+    if (width < LBN_COLUMN_BLOCK) width = LBN_COLUMN_BLOCK;
+    lbn_pass pass = {NULL, proto, width, (int)((proto->C + width - 1) / width)};
+    if (max_threads > 1 && pass.n > 1 && proto->A * proto->C >= 2 * LBN_MIN_PER_THREAD)
+        lbn_run_pieces(lbn_column_piece, &pass, pass.n);
+    else
+        for (int i = 0; i < pass.n; ++i) lbn_column_piece(&pass, i);
+}
+
+/* Reductions over an (A, C, B) array: split over the outer rows (inner > 1)
+   or the columns (inner == 1). */
 static void lbn_reduce(int kind, int type, const void* x, const void* dy, npy_intp A,
                        npy_intp C, npy_intp B, const double* center, double* s1, double* s2,
                        int threads)
@@ -459,9 +494,11 @@ static void lbn_reduce(int kind, int type, const void* x, const void* dy, npy_in
     memset(&t, 0, sizeof(t));
     t.kind = kind; t.type = type; t.x = x; t.dy = dy; t.A = A; t.C = C; t.B = B;
     t.center = center;
+    t.c0 = 0; t.c1 = C;
     for (npy_intp c = 0; c < C; ++c) { s1[c] = 0.0; s2[c] = 0.0; }
     if (A * C * B == 0) return;
-    lbn_run(&t, A, C * B, threads, s1, s2);
+    if (B == 1) lbn_run_columns(&t, threads, s1, s2);
+    else lbn_run(&t, A, C * B, threads, s1, s2);
 }
 
 /* Elementwise passes: split over (a, c) rows of B elements (rows of C when B == 1). */

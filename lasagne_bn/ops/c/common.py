@@ -13,9 +13,10 @@ is defined once, where copies under one name would collide.
   splits a large tensor into (``LASAGNE_BN_C_THREADS``, else the CPUs of
   the process's affinity mask, at most 4), and ``lbn_run_pieces``, which
   runs them on the caller and on helper threads all our C modules share
-  (started at the first call that splits, asleep in a futex between
-  calls), offered to as many helpers as the cores can give now (fewer when
-  other processes keep them busy, as the Numba kernels do);
+  (started at the first call that splits; between calls they watch for
+  work for 0.1 ms, then sleep in a futex), offered to as many helpers as
+  the cores can give now (fewer when other processes keep them busy, as the
+  Numba kernels do);
 - :data:`BLAS_SUPPORT`: single and double precision GEMM, row-major, through
   the function pointers SciPy exports (``scipy.linalg.cython_blas``): no
   BLAS is linked, so the C code works wherever SciPy does, even where
@@ -179,10 +180,13 @@ static long lbn_read_runnable(void)
     return value;
 }
 
-/* lbn_read_runnable, read at most once a millisecond; the lower of the last
-   two readings, as in lasagne_bn/ops/numba/threads.py, so that a task
-   runnable for a moment (another process's thread between two sleeps) does
-   not count. */
+/* Our own helper threads awake now (defined with the pool below). */
+static int lbn_own_awake(void);
+
+/* lbn_read_runnable, less our own helpers awake at the time, read at most
+   once a millisecond; the lower of the last two readings, as in
+   lasagne_bn/ops/numba/threads.py, so that a task runnable for a moment
+   (another process's thread between two sleeps) does not count. */
 static long lbn_runnable_tasks(void)
 {
     static long seen = -1, before = -1;
@@ -194,6 +198,8 @@ static long lbn_runnable_tasks(void)
     if (now == 0 || seen_at == 0 || now - seen_at >= 1000000LL) {
         before = seen;
         seen = lbn_read_runnable();
+        if (seen >= 0) seen -= lbn_own_awake();
+        if (seen < 0) seen = 0;
         seen_at = now;
     }
     return before >= 0 && before < seen ? before : seen;
@@ -232,13 +238,15 @@ typedef void (*lbn_piece_fn)(void* pieces, int i);
    only for pieces a helper has already taken, so a helper whose core wakes
    late (a VM's idle vCPU took 0.4 ms) leaves its pieces to the caller
    instead of making it wait, as joining a thread started per call did.
-   Between jobs every thread sleeps in the kernel: nothing spins. */
+   A helper watches for the next job for at most LBN_POOL_LINGER_NS after
+   one, then sleeps in the kernel until woken: nothing spins longer. */
 typedef struct {
     long long counter;   /* job << 16 | pieces << 8 | next piece */
     int bell;            /* futex word: bumped when a job is published */
     int done;            /* futex word: pieces finished in this job */
     int busy;            /* 1 while a caller owns the helpers */
     int waiting;         /* 1 while the caller sleeps on `done` */
+    int sleepers;        /* helpers asleep on `bell` */
     int helpers;         /* helper threads started */
     int forked;          /* set in a forked child, which has none of them */
     lbn_piece_fn run;
@@ -246,6 +254,8 @@ typedef struct {
 } lbn_pool;
 
 #define LBN_POOL_SPIN 4000
+/* How long a helper watches for the next job before it sleeps. */
+#define LBN_POOL_LINGER_NS 100000LL
 
 static long lbn_futex(int* word, int op, int value)
 {
@@ -277,6 +287,27 @@ static void lbn_pool_finish(lbn_pool* p, int n)
         lbn_futex(&p->done, FUTEX_WAKE_PRIVATE, 1);
 }
 
+/* 1 if a job is published within LBN_POOL_LINGER_NS of the last one.  The
+   passes of a training step follow each other within tens of microseconds;
+   a helper asleep in the kernel on a VM whose idle vCPU the host has
+   descheduled took longer than a whole (256, 4096) pass to wake. */
+static int lbn_pool_linger(lbn_pool* p, int bell)
+{
+    struct timespec t0, t;
+    if (clock_gettime(CLOCK_MONOTONIC, &t0) != 0) return 0;
+    for (;;) {
+        for (int k = 0; k < 64; ++k) {
+            if (__atomic_load_n(&p->bell, __ATOMIC_ACQUIRE) != bell) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        if (clock_gettime(CLOCK_MONOTONIC, &t) != 0) return 0;
+        if ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) >= LBN_POOL_LINGER_NS)
+            return 0;
+    }
+}
+
 static void* lbn_pool_helper(void* arg)
 {
     lbn_pool* p = (lbn_pool*)arg;
@@ -289,13 +320,25 @@ static void* lbn_pool_helper(void* arg)
             p->run(p->pieces, i);
             lbn_pool_finish(p, n);
         }
-        if (__atomic_load_n(&p->bell, __ATOMIC_ACQUIRE) == bell)
+        if (lbn_pool_linger(p, bell)) continue;
+        __atomic_add_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&p->bell, __ATOMIC_SEQ_CST) == bell)
             lbn_futex(&p->bell, FUTEX_WAIT_PRIVATE, bell);
+        __atomic_sub_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
     }
     return NULL;
 }
 
 static lbn_pool* lbn_pool_started = NULL;
+static lbn_pool* lbn_pool_seen = NULL;  /* this module's lbn_pool_get() */
+
+static int lbn_own_awake(void)
+{
+    const lbn_pool* p = lbn_pool_seen;
+    if (p == NULL) return 0;
+    const int awake = p->helpers - __atomic_load_n(&p->sleepers, __ATOMIC_RELAXED);
+    return awake > 0 ? awake : 0;
+}
 
 static void lbn_pool_forked(void)
 {
@@ -350,6 +393,7 @@ static lbn_pool* lbn_pool_get(void)
     }
     Py_XDECREF(cap);
     Py_XDECREF(m);
+    lbn_pool_seen = pool;
     PyErr_Restore(etype, evalue, etb);
     PyGILState_Release(gil);
     return pool;
@@ -374,9 +418,10 @@ static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
     __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
     const long long job = (__atomic_load_n(&p->counter, __ATOMIC_RELAXED) >> 16) + 1;
     __atomic_store_n(&p->counter, (job << 16) | ((long long)n << 8), __ATOMIC_RELEASE);
-    __atomic_add_fetch(&p->bell, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&p->bell, 1, __ATOMIC_SEQ_CST);
     const int offered = workers - 1 < p->helpers ? workers - 1 : p->helpers;
-    lbn_futex(&p->bell, FUTEX_WAKE_PRIVATE, offered);
+    if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0)
+        lbn_futex(&p->bell, FUTEX_WAKE_PRIVATE, offered);
     for (;;) {
         const long long i = __atomic_fetch_add(&p->counter, 1, __ATOMIC_ACQ_REL) & 255;
         if (i >= n) break;
@@ -394,6 +439,8 @@ static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
 }
 
 #else
+
+static int lbn_own_awake(void) { return 0; }
 
 /* No futex: every piece on the calling thread. */
 static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
