@@ -18,15 +18,18 @@ numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`)
 Large tensors are split over threads: at most the CPUs in the process's
 affinity mask and at most 4 (``LASAGNE_BN_C_THREADS=n`` sets that limit
 instead, ``1``: single-threaded; read once per compiled module).  A
-reduction is cut into one piece per ``MIN_ELEMENTS_PER_THREAD`` elements, up
-to that limit, each with its own partial sums; an elementwise pass into
-pieces of 64 KiB.  The calling thread takes pieces, and so do the helper
-threads every C module of ours shares (``lbn_run_pieces`` in
-:mod:`lasagne_bn.ops.c.common`: they sleep in a futex between calls and
-take pieces only once they get a core, so the caller never waits for a
-helper that has not started).  When other processes keep our CPUs busy
-(``/proc/loadavg``'s runnable tasks), fewer helpers are offered the same
-pieces, and the result is the same bits however loaded the machine is.
+reduction over rows of channels (``inner > 1``) is cut into one piece per
+``MIN_ELEMENTS_PER_THREAD`` elements, up to that limit, each with its own
+partial sums; a 2-D one (``inner == 1``) into blocks of 1024 columns, each
+column summed in row order by one piece; an elementwise pass into pieces
+of 64 KiB.  The calling thread takes pieces, and so do the helper threads
+every C module of ours shares (``lbn_run_pieces`` in
+:mod:`lasagne_bn.ops.c.common`: after a job they watch for the next one for
+0.1 ms, then sleep in a futex; they take pieces only once they get a core,
+so the caller never waits for a helper that has not started).  When other
+processes keep our CPUs busy (``/proc/loadavg``'s runnable tasks, less our
+own helpers), fewer helpers are offered the same pieces, and the result is
+the same bits however loaded the machine is.
 
 float16 has no C code here: ``c_code`` raises ``NotImplementedError`` and
 PyTensor's ``CVM`` runs the NumPy ``perform`` for that node instead (mode
