@@ -253,9 +253,27 @@ typedef struct {
     void* pieces;
 } lbn_pool;
 
-#define LBN_POOL_SPIN 4000
 /* How long a helper watches for the next job before it sleeps. */
 #define LBN_POOL_LINGER_NS 100000LL
+/* How long the caller watches for the helpers' last pieces before it
+   sleeps: they are running (it waits only for pieces taken), and a thread
+   that sleeps on this VM took ~0.1 ms to wake, more than most pieces. */
+#define LBN_POOL_WAIT_NS 1000000LL
+
+static inline void lbn_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Nanoseconds since *t0 (a CLOCK_MONOTONIC time); a huge value on error. */
+static long long lbn_elapsed_ns(const struct timespec* t0)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_MONOTONIC, &t) != 0) return 1LL << 62;
+    return (t.tv_sec - t0->tv_sec) * 1000000000LL + (t.tv_nsec - t0->tv_nsec);
+}
 
 static long lbn_futex(int* word, int op, int value)
 {
@@ -293,18 +311,14 @@ static void lbn_pool_finish(lbn_pool* p, int n)
    descheduled took longer than a whole (256, 4096) pass to wake. */
 static int lbn_pool_linger(lbn_pool* p, int bell)
 {
-    struct timespec t0, t;
+    struct timespec t0;
     if (clock_gettime(CLOCK_MONOTONIC, &t0) != 0) return 0;
     for (;;) {
         for (int k = 0; k < 64; ++k) {
             if (__atomic_load_n(&p->bell, __ATOMIC_ACQUIRE) != bell) return 1;
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
+            lbn_pause();
         }
-        if (clock_gettime(CLOCK_MONOTONIC, &t) != 0) return 0;
-        if ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) >= LBN_POOL_LINGER_NS)
-            return 0;
+        if (lbn_elapsed_ns(&t0) >= LBN_POOL_LINGER_NS) return 0;
     }
 }
 
@@ -428,9 +442,13 @@ static void lbn_run_pieces(lbn_piece_fn run, void* pieces, int n)
         run(pieces, (int)i);
         __atomic_add_fetch(&p->done, 1, __ATOMIC_ACQ_REL);
     }
+    struct timespec t0;
+    int watch = clock_gettime(CLOCK_MONOTONIC, &t0) == 0;
     for (int spins = 0; __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) < n;) {
-        if (++spins <= LBN_POOL_SPIN) continue;
-        __atomic_store_n(&p->waiting, 1, __ATOMIC_RELEASE);
+        lbn_pause();
+        if (watch && (++spins & 63 || lbn_elapsed_ns(&t0) < LBN_POOL_WAIT_NS)) continue;
+        watch = 0;
+        __atomic_store_n(&p->waiting, 1, __ATOMIC_SEQ_CST);
         const int done = __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
         if (done < n) lbn_futex(&p->done, FUTEX_WAIT_PRIVATE, done);
         __atomic_store_n(&p->waiting, 0, __ATOMIC_RELEASE);
