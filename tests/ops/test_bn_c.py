@@ -385,3 +385,20 @@ def test_c_helpers_are_shared_and_survive_fork():
         env=env,
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_large_outputs_stream_with_the_default_modes_bits():
+    """From 16 MiB the C affine pass streams its stores, as the default mode's: same bits."""
+    from lasagne_bn.ops import batch_normalization_test
+    from lasagne_bn.ops.c import bn as c_bn
+
+    x = pt.tensor4("x", dtype="float32")
+    v = pt.vector("v", dtype="float32")
+    out = batch_normalization_test(x, v, v * 0.5, v * 0.1, v, axes="spatial")
+    r = np.random.RandomState(4)
+    data = r.randn(4, 64, 128, 129).astype("float32")  # odd rows: heads and tails
+    assert data.nbytes >= c_bn.STREAM_BYTES
+    vec = r.uniform(0.5, 1.5, 64).astype("float32")
+    got = pytensor.function([x, v], out, mode="CVM")(data, vec)
+    want = pytensor.function([x, v], out)(data, vec)
+    np.testing.assert_array_equal(got, want)

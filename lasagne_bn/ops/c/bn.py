@@ -66,6 +66,10 @@ C_CODE_VERSION = c_common.code_version(__file__, validation.__file__)
 #: Elements per thread below which splitting the work does not pay.
 MIN_ELEMENTS_PER_THREAD = 1 << 18
 
+#: Output bytes from which the float32 affine pass streams its stores (on
+#: AVX machines), as the default mode's does.
+STREAM_BYTES = 16 << 20
+
 
 # --------------------------------------------------------------------------
 # kernels: one copy per element type ($T), with $W the working precision of
@@ -293,6 +297,9 @@ static void lbn_task_$S(lbn_task* t)
     else if (t->kind == 1)
         lbn_sums_inner_$S(x, dy, t->lo, t->hi, C, B, t->c0, t->c1, t->center, t->s1,
                           t->s2);
+    else if (t->kind == 2 && t->stream)  /* set for float32 only */
+        lbn_affine_stream_f32((const float*)x, t->lo, t->hi, C, B, (const float*)t->v0,
+                              (const float*)t->v1, (const float*)t->v2, (float*)t->out);
     else if (t->kind == 2)
         lbn_affine_$S(x, t->lo, t->hi, C, B, (const $W*)t->v0, (const $W*)t->v1,
                       (const $W*)t->v2, ($T*)t->out);
@@ -315,6 +322,7 @@ _COMMON = r"""
 #endif
 
 #define LBN_MIN_PER_THREAD ((npy_intp)%(min_per_thread)d)
+#define LBN_STREAM_BYTES ((npy_intp)%(stream_bytes)d)
 /* Elements per piece of a split elementwise pass (64 KiB of float32), and at
    most this many pieces (lbn_run_pieces counts them in 8 bits). */
 #define LBN_CHUNK ((npy_intp)1 << 14)
@@ -372,7 +380,42 @@ typedef struct {
     double* s1;          /* this task's own partial sums (length C) */
     double* s2;
     const void* v0; const void* v1; const void* v2; const void* v3;  /* $W vectors */
+    int stream;          /* affine pass: non-temporal stores (float32, AVX) */
 } lbn_task;
+
+/* The affine pass of lbn_affine_f32 (inner > 1) with the 32-byte-aligned
+   middle of each row written by non-temporal stores, which do not read the
+   output's lines from memory first (outputs from LBN_STREAM_BYTES, as the
+   default mode's kernels: lasagne_bn/ops/numba/bn_kernels.py).  The same
+   operations, so the same bits. */
+static void lbn_affine_stream_f32(const float* __restrict__ x, npy_intp r0, npy_intp r1,
+                                  npy_intp C, npy_intp B, const float* __restrict__ shift,
+                                  const float* __restrict__ scale,
+                                  const float* __restrict__ offset, float* __restrict__ out)
+{
+#ifdef __AVX__
+    for (npy_intp r = r0; r < r1; ++r) {
+        const npy_intp c = r - (r / C) * C;
+        const float sh = shift[c], k = scale[c], o = offset[c];
+        const float* __restrict__ xr = x + r * B;
+        float* __restrict__ orow = out + r * B;
+        npy_intp b = 0;
+        for (; b < B && (((size_t)(orow + b)) & 31) != 0; ++b)
+            orow[b] = (xr[b] - sh) * k + o;
+        const __m256 vs = _mm256_set1_ps(sh), vk = _mm256_set1_ps(k), vo = _mm256_set1_ps(o);
+        for (; b + 8 <= B; b += 8) {
+            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xr + b), vs);
+#ifdef __FMA__
+            _mm256_stream_ps(orow + b, _mm256_fmadd_ps(d, vk, vo));
+#else
+            _mm256_stream_ps(orow + b, _mm256_add_ps(_mm256_mul_ps(d, vk), vo));
+#endif
+        }
+        for (; b < B; ++b) orow[b] = (xr[b] - sh) * k + o;
+    }
+    _mm_sfence();
+#endif
+}
 
 static void lbn_run_task(lbn_task* t)
 {
@@ -513,6 +556,10 @@ static void lbn_elementwise(int kind, int type, const void* x, const void* dy, v
     memset(&t, 0, sizeof(t));
     t.kind = kind; t.type = type; t.x = x; t.dy = dy; t.out = out; t.A = A; t.C = C; t.B = B;
     t.v0 = v0; t.v1 = v1; t.v2 = v2; t.v3 = v3;
+#ifdef __AVX__
+    t.stream = kind == 2 && type == NPY_FLOAT32 && B > 1
+               && A * C * B * (npy_intp)sizeof(float) >= LBN_STREAM_BYTES;
+#endif
     if (A * C * B == 0) return;
     if (B == 1) lbn_run(&t, A, C, threads, NULL, NULL);
     else lbn_run(&t, A * C, B, threads, NULL, NULL);
@@ -642,7 +689,10 @@ static double lbn_scalar(PyArrayObject* s)
 def support_code() -> list[str]:
     """The C support code of the four Ops (PyTensor adds each block once per module)."""
     kernels = c_common.per_type(_KERNELS)
-    common = _COMMON % {"min_per_thread": MIN_ELEMENTS_PER_THREAD}
+    common = _COMMON % {
+        "min_per_thread": MIN_ELEMENTS_PER_THREAD,
+        "stream_bytes": STREAM_BYTES,
+    }
     # The kernels need lbn_task; lbn_run_task needs the kernels.
     head, tail = common.split("static void lbn_run_task", 1)
     own = head + kernels + "static void lbn_run_task" + tail
