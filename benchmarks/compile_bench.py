@@ -42,7 +42,7 @@ import time
 
 MODES = ("default", "numba_whole_graph", "jax", "fast_compile", "cvm")
 
-# "default": the mode lasagne_bn compiles with when none is named (compat's
+# "default": the mode lasagne_bn compiles with when none is named (lasagne_bn_compat's
 # ``theano.function``, ``lasagne-bn run``): PyTensor's default rewrites and
 # Numba kernels, big graphs compiled node by node (ops/numba/linker.py).
 # "numba_whole_graph": PyTensor's own NUMBA mode, the whole graph as one

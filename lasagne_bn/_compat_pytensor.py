@@ -1,6 +1,6 @@
 """What differs between the PyTensor releases we support (3.0.7 up to 3.4), in one place.
 
-Every version-dependent choice in ``lasagne_bn`` and ``compat`` is made here,
+Every version-dependent choice in ``lasagne_bn`` and ``lasagne_bn_compat`` is made here,
 by looking at what the installed PyTensor has, so the rest of the code is
 written once, for both:
 

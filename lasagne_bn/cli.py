@@ -1,10 +1,10 @@
 """The ``lasagne-bn`` command line.
 
 Subcommands are registered, not hard-wired: this module knows the ones the
-library itself provides, and other packages (the ``compat`` migration layer)
+library itself provides, and other packages (the ``lasagne_bn_compat`` migration layer)
 add theirs through the ``lasagne_bn.commands`` entry-point group, each entry
 pointing at a ``register(subparsers)`` function.  That keeps ``lasagne_bn``
-free of imports from ``compat``.
+free of imports from ``lasagne_bn_compat``.
 
 A command handler receives the parsed arguments and returns an exit code.
 It raises :class:`UserError` for a mistake the user can fix (bad path,

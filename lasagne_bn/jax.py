@@ -8,7 +8,7 @@ It is PyTensor's own JAX lowering of the network's graph (the graph that
 ``pytensor.function(..., mode="JAX")`` would run), called directly: no
 per-call conversion of inputs, no shared variables, nothing placed on a
 device behind your back.  :meth:`ExportedModel.write_back` puts trained
-values back into the network, so :mod:`compat.io` saves them in the legacy
+values back into the network, so :mod:`lasagne_bn_compat.io` saves them in the legacy
 formats.  ``jax.grad`` of ``apply`` runs PyTensor's gradient graph of the
 network, lowered the same way (``export(..., gradients='jax')`` lets JAX
 differentiate the forward pass instead).

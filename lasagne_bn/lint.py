@@ -94,7 +94,7 @@ def lint(
         The compiled training step: is every running average updated?
     batch_size : int, optional
         The training batch size: is there more than one value per statistic?
-    checkpoint : path, file or compat.io.Checkpoint-like, optional
+    checkpoint : path, file or lasagne_bn_compat.io.Checkpoint-like, optional
         Values in ``get_all_params`` order (an object with ``.values``, or a
         list of arrays): does each ``inv_std`` fit the layer's epsilon?
     """
@@ -165,6 +165,7 @@ def _checkpoint_values(checkpoint) -> list:
     if isinstance(checkpoint, list | tuple):
         return [np.asarray(v) for v in checkpoint]
     raise TypeError(
-        f"checkpoint={checkpoint!r}: expected compat.io.read_checkpoint's result or a list "
+        f"checkpoint={checkpoint!r}: expected lasagne_bn_compat.io.read_checkpoint's result "
+        "or a list "
         "of arrays in get_all_params order"
     )

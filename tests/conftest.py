@@ -1,6 +1,6 @@
 """Suite-wide guard: no test leaves PyTensor's default mode changed for the ones after it.
 
-(A ``compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
+(A ``lasagne_bn_compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
 ran every later default-mode test in FAST_COMPILE, silently.)
 """
 

@@ -63,7 +63,9 @@ def test_an_entry_point_seen_twice_registers_once(monkeypatch):
 
     twice = [
         EntryPoint(
-            name="inspect", value="compat.cli:register_inspect", group="lasagne_bn.commands"
+            name="inspect",
+            value="lasagne_bn_compat.cli:register_inspect",
+            group="lasagne_bn.commands",
         )
     ] * 2
     monkeypatch.setattr(cli, "entry_points", lambda group: twice)

@@ -2,7 +2,7 @@
 
 CI runs the suite twice: Python 3.11 with PyTensor 3.0.x and Python 3.13
 with the newest PyTensor; these tests check, on whichever is installed,
-that our Ops and compat's aliases take the installed PyTensor's form and
+that our Ops and lasagne_bn_compat's aliases take the installed PyTensor's form and
 raise none of its deprecation warnings.
 """
 
@@ -154,15 +154,15 @@ def test_ifelse_comes_from_where_pytensor_keeps_it_without_a_warning(legacy_thea
 
 @pytest.fixture
 def legacy_theano():
-    import compat
+    import lasagne_bn_compat
 
-    was_installed = compat.is_installed()
-    compat.install()
+    was_installed = lasagne_bn_compat.is_installed()
+    lasagne_bn_compat.install()
     import theano
 
     yield theano
     if not was_installed:
-        compat.uninstall()
+        lasagne_bn_compat.uninstall()
 
 
 @pytest.mark.slow
@@ -173,8 +173,8 @@ import warnings
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     import lasagne_bn.layers, lasagne_bn.ops, lasagne_bn.updates
-    import compat
-    compat.install()
+    import lasagne_bn_compat
+    lasagne_bn_compat.install()
     import theano, theano.tensor, lasagne, lasagne.layers
     from theano.ifelse import ifelse, IfElse
 for w in caught:

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-import compat.io as cio
+import lasagne_bn_compat.io as cio
 from lasagne_bn._files import atomic_write, partial_name
 
 

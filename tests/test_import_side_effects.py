@@ -129,7 +129,7 @@ FIND_MODULES = textwrap.dedent(
     import json, sys
     before = set(sys.modules)
     {imports}
-    ours = ("lasagne_bn", "compat")
+    ours = ("lasagne_bn", "lasagne_bn_compat")
     print(json.dumps(sorted(n for n in set(sys.modules) - before
                             if n.split(".")[0] not in ours and not n.startswith("__"))))
     """
@@ -238,8 +238,10 @@ def test_the_probes_see_the_explicit_calls_and_first_use(layers_probe):
 
 @pytest.mark.slow
 def test_importing_compat_and_installing_it_changes_nothing_else():
-    legacy = ["compat.install()", "import theano, lasagne, lasagne.layers"]
-    probe = run_probe(["import compat"], legacy, preload=["import compat", *legacy])
+    legacy = ["lasagne_bn_compat.install()", "import theano, lasagne, lasagne.layers"]
+    probe = run_probe(
+        ["import lasagne_bn_compat"], legacy, preload=["import lasagne_bn_compat", *legacy]
+    )
     assert _differences(probe["before"], probe["after_import"]) == {}
     # install() changes import hooks only; importing the legacy names through
     # them imports our package, which changes nothing either.

@@ -208,7 +208,7 @@ def test_dropout_with_a_fixed_key():
 
 
 def test_write_back_then_legacy_save(tmp_path):
-    import compat.io as cio
+    import lasagne_bn_compat.io as cio
 
     _, out = build()
     model = export(out)

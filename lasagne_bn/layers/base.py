@@ -135,7 +135,7 @@ class Layer:
 
         Lasagne's layers pickle the same attributes except a few lasagne_bn
         added; :meth:`_complete_state` gives them their defaults, so a
-        network loaded with a plain ``pickle.load`` (through ``compat``) runs.
+        network loaded with a plain ``pickle.load`` (through ``lasagne_bn_compat``) runs.
         """
         self.__dict__.update(state)
         self.__dict__.setdefault("get_output_kwargs", [])

@@ -21,7 +21,7 @@ This module converts
   (:func:`collect_params`: the parameters and those places from one walk),
   and :func:`convert_statistic` for one value.
 
-It does no file I/O (:mod:`compat.io` reads and writes legacy files on top
+It does no file I/O (:mod:`lasagne_bn_compat.io` reads and writes legacy files on top
 of it).
 
 >>> import numpy as np

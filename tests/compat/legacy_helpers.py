@@ -1,7 +1,7 @@
-"""Fixtures and helpers for the compat tests (imported by them; not a conftest).
+"""Fixtures and helpers for the lasagne_bn_compat tests (imported by them; not a conftest).
 
 A second ``conftest.py`` would shadow ``tests/layers/conftest.py`` for the
-``from conftest import ...`` lines there, so the compat tests import these
+``from conftest import ...`` lines there, so the lasagne_bn_compat tests import these
 names explicitly: ``from legacy_helpers import legacy, run_cli``.
 """
 
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-import compat
+import lasagne_bn_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 DATA = ROOT / "tests" / "data"
 
 
-#: ``pytestmark`` for the compat test modules: warnings that are not theirs.
+#: ``pytestmark`` for the lasagne_bn_compat test modules: warnings that are not theirs.
 QUIET = [
     pytest.mark.filterwarnings("ignore:Cannot cache compiled function"),
     pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS installation"),
@@ -31,12 +31,12 @@ QUIET = [
 
 @pytest.fixture(scope="module")
 def legacy():
-    """``compat.install()`` for the whole test module, undone afterwards."""
-    compat.install(theano_flags="")
+    """``lasagne_bn_compat.install()`` for the whole test module, undone afterwards."""
+    lasagne_bn_compat.install(theano_flags="")
     try:
-        yield compat
+        yield lasagne_bn_compat
     finally:
-        compat.uninstall()
+        lasagne_bn_compat.uninstall()
 
 
 def cli_env(tmp_path: Path, extra: dict | None = None) -> dict:

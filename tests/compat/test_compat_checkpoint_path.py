@@ -1,4 +1,4 @@
-"""compat.io.load_params: collect, validate, cast and assign once each, all or nothing.
+"""lasagne_bn_compat.io.load_params: collect, validate, cast and assign once each, all or nothing.
 
 A pickled network's values are read from the pickle itself (no second
 network is built to read them), in Lasagne's ``get_all_params`` order, also
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from legacy_helpers import DATA, QUIET
 
-import compat._pickle
-import compat.io as cio
+import lasagne_bn_compat._pickle
+import lasagne_bn_compat.io as cio
 from lasagne_bn.layers import (
     ConcatLayer,
     CustomRecurrentLayer,
@@ -66,7 +66,7 @@ def no_rebuild(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a network was rebuilt to read a pickled one")
 
-    monkeypatch.setattr(compat._pickle.Rebuilder, "convert", refuse)
+    monkeypatch.setattr(lasagne_bn_compat._pickle.Rebuilder, "convert", refuse)
 
 
 def test_recurrent_concat_tied_network_values_in_lasagnes_order(rnn_expected, no_rebuild):

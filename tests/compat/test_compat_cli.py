@@ -10,15 +10,17 @@ import numpy as np
 import pytest
 from legacy_helpers import DATA, QUIET, run_cli
 
-import compat
-import compat.io as cio
 import lasagne_bn.cli as cli
+import lasagne_bn_compat
+import lasagne_bn_compat.io as cio
 
 pytestmark = QUIET
 ORACLE = DATA / "compat_oracle"
 #: What ``pyproject.toml`` registers in the ``lasagne_bn.commands`` group.
 ENTRY_POINTS = [
-    EntryPoint(name=name, value=f"compat.cli:register_{name}", group="lasagne_bn.commands")
+    EntryPoint(
+        name=name, value=f"lasagne_bn_compat.cli:register_{name}", group="lasagne_bn.commands"
+    )
     for name in ("run", "convert", "inspect")
 ]
 
@@ -42,7 +44,7 @@ def lasagne_bn_cmd(monkeypatch, capsys):
         return status, out.out, out.err
 
     yield run
-    compat.uninstall()
+    lasagne_bn_compat.uninstall()
 
 
 def _importable(spec: str) -> bool:
@@ -340,13 +342,13 @@ def test_run_applies_import_time_flags_and_says_it_compiles(tmp_path):
 def test_second_install_applies_its_flags(legacy_flags_restored):
     import pytensor
 
-    compat.install()
-    compat.install(theano_flags="floatX=float32")
+    lasagne_bn_compat.install()
+    lasagne_bn_compat.install(theano_flags="floatX=float32")
     assert pytensor.config.floatX == "float32"
-    compat.install(theano_flags="floatX=float64")
+    lasagne_bn_compat.install(theano_flags="floatX=float64")
     assert pytensor.config.floatX == "float64"
     with pytest.warns(UserWarning, match="optimizer: PyTensor reads it only when it is first"):
-        compat.install(
+        lasagne_bn_compat.install(
             theano_flags=f"optimizer={'o1' if pytensor.config.optimizer != 'o1' else 'o2'}"
         )
 
@@ -358,7 +360,7 @@ def legacy_flags_restored():
     floatx = pytensor.config.floatX
     yield
     pytensor.config.floatX = floatx
-    compat.uninstall()
+    lasagne_bn_compat.uninstall()
 
 
 def test_cli_lint(tmp_path):

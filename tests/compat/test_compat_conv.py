@@ -1,4 +1,4 @@
-"""Theano's conv2d / pool_2d and Lasagne's conv and pooling layers through compat."""
+"""Theano's conv2d / pool_2d and Lasagne's conv and pooling layers through lasagne_bn_compat."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from legacy_helpers import DATA, QUIET, SCRIPTS, legacy  # noqa: F401
 from scipy.signal import correlate2d
 
-import compat
-import compat.io as cio
 import lasagne_bn.layers
+import lasagne_bn_compat
+import lasagne_bn_compat.io as cio
 from lasagne_bn import nonlinearities, objectives, random, updates
 from lasagne_bn.layers import (
     Conv2DLayer,
@@ -257,14 +257,14 @@ def test_legacy_cnn_script_matches_lasagne_bn(tmp_path):
     # inside change_flags: the mode install() sets is undone with the block, so
     # the tests after this one still run in the default mode
     with pytensor.config.change_flags(mode="FAST_COMPILE"):
-        compat.install(theano_flags="mode=FAST_COMPILE")
+        lasagne_bn_compat.install(theano_flags="mode=FAST_COMPILE")
         try:
             sys.argv = [str(SCRIPTS / "legacy_cnn.py"), str(results)]
             runpy.run_path(str(SCRIPTS / "legacy_cnn.py"), run_name="__main__")
             native = native_cnn()
         finally:
             sys.argv = argv
-            compat.uninstall()
+            lasagne_bn_compat.uninstall()
     with np.load(results) as f:
         for key in ("losses", "pred", "features"):
             np.testing.assert_allclose(f[key], native[key], rtol=1e-12, atol=1e-14, err_msg=key)
@@ -273,7 +273,7 @@ def test_legacy_cnn_script_matches_lasagne_bn(tmp_path):
 
 def test_pickled_cudnn_layers_rebuild_as_compat_layers():
     """Conv2DDNNLayer (flip_filters=False by default) and friends, from a GPU-era pickle."""
-    from compat._pickle import Rebuilder, stand_in
+    from lasagne_bn_compat._pickle import Rebuilder, stand_in
 
     def obj(path, **state):
         o = stand_in(path)()

@@ -1,4 +1,4 @@
-"""3-D convolutions through compat against Theano 1.0.5 + Lasagne master's own outputs.
+"""3-D convolutions through lasagne_bn_compat against Theano 1.0.5 + Lasagne master's own outputs.
 
 The reference data (tests/data/conv3d_oracle, made by
 tests/data/make_conv3d_oracle.py) holds ``T.nnet.conv3d`` and its two
@@ -16,7 +16,7 @@ from compile_modes import mode_for
 from legacy_helpers import DATA, QUIET
 from legacy_helpers import legacy as legacy  # the fixture
 
-import compat.io as cio
+import lasagne_bn_compat.io as cio
 from lasagne_bn import init, nonlinearities
 from lasagne_bn.layers import (
     Conv3DLayer,

@@ -1,4 +1,4 @@
-"""Theano names whose PyTensor counterparts are deprecated: compat's own, no warning.
+"""Theano names whose PyTensor counterparts are deprecated: lasagne_bn_compat's own, no warning.
 
 ``T.sgn``, ``T.extract_diag``, ``T.complex_from_polar``, ``T.Lop`` / ``T.Rop``,
 ``theano.as_op``, ``theano.sparse.mul`` / ``sub`` warn in PyTensor;

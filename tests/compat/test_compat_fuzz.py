@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from legacy_helpers import DATA, QUIET, legacy_network_pickle
 from test_compat_io import Net, mlp_values, npz_bytes
 
-import compat.io as cio
+import lasagne_bn_compat.io as cio
 
 pytestmark = [*QUIET, pytest.mark.slow]
 
-#: The exceptions compat.io documents for a bad file.
+#: The exceptions lasagne_bn_compat.io documents for a bad file.
 DOCUMENTED = (
     cio.LegacyFormatError,
     cio.UnsafePickleError,

@@ -1,4 +1,4 @@
-"""lasagne.layers.dnn / corrmm / cuda_convnet via compat: legacy constructors, portable numbers."""
+"""lasagne.layers.dnn / corrmm / cuda_convnet via the shims: legacy constructors, same numbers."""
 
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ def test_conv2dcc_c01b_layout_and_restrictions():
 def test_partial_sum_is_ignored_with_one_warning():
     from lasagne.layers.cuda_convnet import Conv2DCCLayer
 
-    from compat.lasagne.layers import _gpu
+    from lasagne_bn_compat.lasagne.layers import _gpu
 
     _gpu._WARNED.discard(("Conv2DCCLayer", "partial_sum"))
     l_in = InputLayer((None, 4, 8, 8))
@@ -357,13 +357,13 @@ def test_batch_norm_dnn_takes_bias_and_nonlinearity():
 def test_lasagne_layers_attribute_reaches_the_modules():
     import lasagne
 
-    assert lasagne.layers.dnn.Conv2DDNNLayer.__module__ == "compat.lasagne.layers.dnn"
+    assert lasagne.layers.dnn.Conv2DDNNLayer.__module__ == "lasagne_bn_compat.lasagne.layers.dnn"
     assert lasagne.layers.cuda_convnet.NINLayer_c01b.__name__ == "NINLayer_c01b"
 
 
 def test_pickled_cuda_convnet_layers_rebuild():
     """A GPU-era Conv2DCCLayer / MaxPool2DCCLayer pickle (pylearn2 ops inside) rebuilds."""
-    from compat._pickle import Rebuilder, stand_in
+    from lasagne_bn_compat._pickle import Rebuilder, stand_in
 
     def obj(path, **state):
         o = stand_in(path)()
@@ -485,7 +485,7 @@ def test_spatial_pyramid_pooling_dnn():
 def test_gpuarray_dnn_functions_are_portable():
     from theano.gpuarray import dnn
 
-    from compat.theano.gpuarray import dnn as shim
+    from lasagne_bn_compat.theano.gpuarray import dnn as shim
 
     assert dnn.dnn_present() is False  # legacy checks still take the CPU path
     shim._WARNED.discard("dnn_conv")

@@ -1,4 +1,4 @@
-"""compat.install(): legacy names resolve to PyTensor / lasagne_bn; missing ones explain."""
+"""lasagne_bn_compat.install(): legacy names resolve to PyTensor / lasagne_bn, or explain."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytensor.tensor as pt
 import pytest
 from legacy_helpers import QUIET, legacy  # noqa: F401
 
-import compat
 import lasagne_bn
 import lasagne_bn.layers
 import lasagne_bn.ops
 import lasagne_bn.updates
+import lasagne_bn_compat
 from lasagne_bn.utils import is_portable
 
 pytestmark = QUIET
@@ -26,18 +26,18 @@ pytestmark = QUIET
 class TestInstall:
     def test_idempotent_and_undone(self):
         meta_before = list(sys.meta_path)
-        compat.install(theano_flags="")
-        compat.install(theano_flags="")
-        assert compat.is_installed()
+        lasagne_bn_compat.install(theano_flags="")
+        lasagne_bn_compat.install(theano_flags="")
+        assert lasagne_bn_compat.is_installed()
         assert len(sys.meta_path) == len(meta_before) + 1
         import lasagne.layers.helper
         import theano.tensor
 
         assert theano.tensor.matrix is pt.matrix
         assert lasagne.layers.helper is lasagne_bn.layers.helper
-        compat.uninstall()
-        compat.uninstall()
-        assert not compat.is_installed()
+        lasagne_bn_compat.uninstall()
+        lasagne_bn_compat.uninstall()
+        assert not lasagne_bn_compat.is_installed()
         assert sys.meta_path == meta_before
         assert not [n for n in sys.modules if n.split(".")[0] in ("theano", "lasagne")]
         with pytest.raises(ImportError):
@@ -47,16 +47,16 @@ class TestInstall:
 
     def test_bad_flags_argument(self):
         with pytest.raises(TypeError, match="theano_flags=3 must be a str"):
-            compat.install(theano_flags=3)
-        assert not compat.is_installed()
+            lasagne_bn_compat.install(theano_flags=3)
+        assert not lasagne_bn_compat.is_installed()
 
     def test_refuses_when_the_real_theano_is_imported(self):
         fake = types.ModuleType("theano")
         sys.modules["theano"] = fake
         try:
             with pytest.raises(RuntimeError, match="real 'theano' package is already imported"):
-                compat.install()
-            assert not compat.is_installed()
+                lasagne_bn_compat.install()
+            assert not lasagne_bn_compat.is_installed()
         finally:
             del sys.modules["theano"]
 
@@ -142,7 +142,7 @@ class TestMissing:
 
         with pytest.raises(AttributeError, match="mode='JAX'") as info:
             theano.sandbox.cuda  # noqa: B018
-        assert isinstance(info.value, compat.LegacyNameError)
+        assert isinstance(info.value, lasagne_bn_compat.LegacyNameError)
         assert not hasattr(lasagne.layers, "not_a_layer_module")
         # recurrent layers are lasagne_bn's now
         from lasagne.utils import unroll_scan
@@ -193,7 +193,7 @@ class TestConfig:
         assert theano.config.device == "cpu"
 
     def test_theano_flags(self):
-        from compat.theano._config import apply_theano_flags
+        from lasagne_bn_compat.theano._config import apply_theano_flags
 
         with pytensor.config.change_flags(floatX="float64"):
             with pytest.warns(UserWarning, match="THEANO_FLAGS options ignored") as rec:
@@ -379,5 +379,5 @@ def test_legacy_theano_batch_norm_with_running_averages():
 def test_docstring_example():
     import doctest
 
-    assert doctest.testmod(compat, optionflags=doctest.ELLIPSIS).failed == 0
-    assert not compat.is_installed()
+    assert doctest.testmod(lasagne_bn_compat, optionflags=doctest.ELLIPSIS).failed == 0
+    assert not lasagne_bn_compat.is_installed()

@@ -8,7 +8,7 @@ import numpy as np
 import pytensor
 import pytest
 
-import compat.interchange as ix
+import lasagne_bn_compat.interchange as ix
 from lasagne_bn import nonlinearities
 from lasagne_bn.layers import (
     BatchNormLayer,

@@ -1,4 +1,4 @@
-"""compat.io: every legacy checkpoint format loads; bad files are refused and change nothing."""
+"""lasagne_bn_compat.io: every legacy checkpoint format loads; bad files change nothing."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytensor
 import pytest
 from legacy_helpers import DATA, QUIET, legacy_network_pickle, py2_pickle
 
-import compat.io as cio
-from compat.io import LegacyFormatError, UnsafePickleError
+import lasagne_bn_compat.io as cio
 from lasagne_bn import nonlinearities
 from lasagne_bn.layers import (
     DenseLayer,
@@ -26,6 +25,7 @@ from lasagne_bn.layers import (
     get_all_params,
     get_output,
 )
+from lasagne_bn_compat.io import LegacyFormatError, UnsafePickleError
 
 pytestmark = QUIET
 
@@ -419,7 +419,7 @@ class TestRefusals:
         assert not marker.exists()
 
     def test_codecs_and_reconstructor_are_restricted(self):
-        from compat._pickle import safe_loads
+        from lasagne_bn_compat._pickle import safe_loads
 
         rot13 = b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x05\x00\x00\x00rot13\x86R."
         with pytest.raises(UnsafePickleError, match="encoding 'rot13'"):
@@ -483,7 +483,7 @@ class TestRefusals:
 
     def test_network_with_a_layer_lasagne_bn_lacks(self):
         with pytest.raises(cio.LegacyNetworkError, match="lasagne.layers.recurrent.LSTMLayer"):
-            from compat._pickle import Rebuilder, stand_in
+            from lasagne_bn_compat._pickle import Rebuilder, stand_in
 
             Rebuilder().convert(stand_in("lasagne.layers.recurrent.LSTMLayer")())
         with pytest.raises(LegacyFormatError, match="holds parameter values"):
@@ -533,7 +533,7 @@ def test_guess_bn_roles_heuristic():
 
 def test_rebuilder_maps_theano_functions_and_merge_layers():
     """Stand-ins as the unpickler makes them: T.mul as a merge function, a leaky rectifier."""
-    from compat._pickle import Rebuilder, stand_in
+    from lasagne_bn_compat._pickle import Rebuilder, stand_in
 
     def obj(path, **state):
         o = stand_in(path)()

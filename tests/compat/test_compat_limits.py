@@ -12,8 +12,8 @@ import zipfile
 import numpy as np
 import pytest
 
-import compat.io as cio
-from compat.io import LegacyFormatError
+import lasagne_bn_compat.io as cio
+from lasagne_bn_compat.io import LegacyFormatError
 
 MIB = 1024**2
 

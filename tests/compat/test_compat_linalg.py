@@ -1,7 +1,7 @@
 """``theano.tensor.nlinalg`` / ``slinalg``: PyTensor's linalg under Theano's names, no warnings.
 
 PyTensor's own ``pytensor.tensor.nlinalg`` / ``slinalg`` warn for every name
-read from them (3.0.7 and 3.3.x); compat's modules read ``pytensor.tensor.linalg``.
+read from them (3.0.7 and 3.3.x); lasagne_bn_compat's modules read ``pytensor.tensor.linalg``.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import pytest
 from legacy_helpers import QUIET, ROOT, LegacyNames
 from pytensor.compile.mode import Mode
 
-import compat.io as cio
-from compat.io import LegacyFormatError, LegacyNetworkError
+import lasagne_bn_compat.io as cio
 from lasagne_bn.layers import DenseLayer, get_all_layers, get_output
+from lasagne_bn_compat.io import LegacyFormatError, LegacyNetworkError
 
 pytestmark = QUIET
 
@@ -183,7 +183,7 @@ def test_tuples_nested_a_million_deep_are_refused_not_a_crash():
     import sys
 
     code = (
-        "import io, compat.io as cio\n"
+        "import io, lasagne_bn_compat.io as cio\n"
         "bomb = b'\\x80\\x02}N' + b'\\x85' * 10**6 + b'K\\x01s.'\n"
         "try:\n"
         "    cio.read_checkpoint(io.BytesIO(bomb))\n"
@@ -200,7 +200,7 @@ def test_tuples_nested_a_million_deep_are_refused_not_a_crash():
 def test_nesting_check_counts_containers_not_items():
     import pickle
 
-    from compat._pickle import check_pickle_nesting
+    from lasagne_bn_compat._pickle import check_pickle_nesting
 
     check_pickle_nesting(pickle.dumps([[[[1]]]], protocol=2), limit=4)
     with pytest.raises(cio.CheckpointError, match="more than 3 levels"):

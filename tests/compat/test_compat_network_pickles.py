@@ -1,4 +1,4 @@
-"""Whole networks pickled under Theano 1.0 + Lasagne: compat.io and a plain pickle.load.
+"""Whole networks pickled under Theano 1.0 + Lasagne: lasagne_bn_compat.io and a plain pickle.load.
 
 The pickles (tests/data/network_pickles, made by make_network_pickles.py
 with the real Theano 1.0.5 and Lasagne master) hold a trained CNN with
@@ -20,7 +20,7 @@ from legacy_helpers import DATA, QUIET, legacy  # noqa: F401  (the fixture)
 from pytensor.tensor.sharedvar import TensorSharedVariable
 from pytensor.tensor.type import TensorType
 
-import compat.io as cio
+import lasagne_bn_compat.io as cio
 from lasagne_bn.layers import (
     BatchNormLayer,
     DropoutLayer,
@@ -51,7 +51,10 @@ def plain_load(name):
         sys.setrecursionlimit(limit)
 
 
-LOADERS = {"pickle.load": plain_load, "compat.io": lambda name: cio.load_network(PICKLES / name)}
+LOADERS = {
+    "pickle.load": plain_load,
+    "lasagne_bn_compat.io": lambda name: cio.load_network(PICKLES / name),
+}
 
 
 def outputs(net, mode=None):

@@ -1,4 +1,4 @@
-"""Theano's pool_3d / Pool and Lasagne's 3-D, feature and pyramid pooling layers via compat."""
+"""Theano's pool_3d / Pool and Lasagne's 3-D, feature and pyramid pooling via lasagne_bn_compat."""
 
 from __future__ import annotations
 

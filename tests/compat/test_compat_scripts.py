@@ -1,4 +1,4 @@
-"""Unchanged legacy Theano/Lasagne scripts: through compat.install() and ``lasagne-bn run``.
+"""Unchanged legacy Theano/Lasagne scripts, via lasagne_bn_compat.install() and ``lasagne-bn run``.
 
 tests/compat/scripts/legacy_mlp.py builds a batch-normalized MLP with
 ``theano`` / ``lasagne`` names, trains it (Adam, dropout, L2), predicts
@@ -20,8 +20,8 @@ import pytensor.tensor as pt
 import pytest
 from legacy_helpers import QUIET, SCRIPTS, run_cli
 
-import compat
-import compat.io as cio
+import lasagne_bn_compat
+import lasagne_bn_compat.io as cio
 from lasagne_bn import init, nonlinearities, objectives, random, regularization, updates
 from lasagne_bn.layers import (
     DenseLayer,
@@ -77,17 +77,17 @@ def native():
 
 @pytest.fixture(scope="module")
 def via_install(tmp_path_factory):
-    """legacy_mlp.py run in this process after compat.install()."""
+    """legacy_mlp.py run in this process after lasagne_bn_compat.install()."""
     work = tmp_path_factory.mktemp("install")
     results = work / "results.npz"
     argv = sys.argv[:]
-    compat.install(theano_flags="")
+    lasagne_bn_compat.install(theano_flags="")
     try:
         sys.argv = [str(SCRIPT), str(results), str(work), str(STEPS)]
         runpy.run_path(str(SCRIPT), run_name="__main__")
     finally:
         sys.argv = argv
-        compat.uninstall()
+        lasagne_bn_compat.uninstall()
     with np.load(results) as f:
         return dict(f), work
 
@@ -104,7 +104,7 @@ def test_install_matches_lasagne_bn(via_install, native):
 
 
 def test_saved_weights_load_into_a_lasagne_bn_network(via_install, native):
-    """The script's np.savez and pickle files, read by compat.io into the native model."""
+    """The script's np.savez and pickle files, read by lasagne_bn_compat.io into lasagne_bn."""
     _, work = via_install
     network = native["network"]
     before = get_all_param_values(network)
@@ -138,14 +138,14 @@ def test_lasagne_bn_run_matches(via_install, tmp_path):
 
 def test_init_seed_reproducibility_is_shared():
     """Same seed, same initial weights, whichever names built the layer."""
-    compat.install(theano_flags="")
+    lasagne_bn_compat.install(theano_flags="")
     try:
         import lasagne
 
         lasagne.random.set_rng(np.random.RandomState(7))
         legacy_W = lasagne.layers.DenseLayer((None, 5), 3).W.get_value()
     finally:
-        compat.uninstall()
+        lasagne_bn_compat.uninstall()
     random.set_rng(np.random.RandomState(7))
     native_W = DenseLayer((None, 5), 3, W=init.GlorotUniform()).W.get_value()
     np.testing.assert_array_equal(legacy_W, native_W)

@@ -10,7 +10,7 @@ from legacy_helpers import QUIET
 from test_compat_cli import lasagne_bn_cmd  # noqa: F401  (fixture)
 from test_compat_io import Net, mlp_values, npz_bytes
 
-import compat.io as cio
+import lasagne_bn_compat.io as cio
 
 pytestmark = QUIET
 STAT = 4  # fc_bn's inv_std / var in the MLP's parameter list

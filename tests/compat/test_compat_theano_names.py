@@ -1,4 +1,4 @@
-"""Theano 1.0 names that PyTensor 3 keeps under other names or places, through compat."""
+"""Theano 1.0 names that PyTensor 3 keeps under other names or places, via lasagne_bn_compat."""
 
 from __future__ import annotations
 

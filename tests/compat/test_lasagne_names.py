@@ -1,4 +1,4 @@
-"""Every public name of Lasagne master resolves through compat, and the guide lists it."""
+"""Every public name of Lasagne master resolves via lasagne_bn_compat, and the guide lists it."""
 
 from __future__ import annotations
 

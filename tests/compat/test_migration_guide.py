@@ -25,9 +25,9 @@ import pytensor
 import pytest
 from legacy_helpers import DATA, QUIET, ROOT, run_cli
 
-import compat
-import compat.io as cio
 import lasagne_bn.cli as cli
+import lasagne_bn_compat
+import lasagne_bn_compat.io as cio
 
 pytestmark = [*QUIET, pytest.mark.filterwarnings("ignore:THEANO_FLAGS options ignored")]
 GUIDE = ROOT / "migration_guide.md"
@@ -78,7 +78,7 @@ def worked_example(tmp_path_factory):
                 assert lasagne_bn_main(args) == 0, args
                 if args[0] == "run":
                     outputs["legacy"] = dict(np.load("digits_mlp.npz"))
-            compat.uninstall()
+            lasagne_bn_compat.uninstall()
             os.makedirs("after")
             os.chdir("after")
             sys.path.insert(0, str(folder))
@@ -90,7 +90,7 @@ def worked_example(tmp_path_factory):
     finally:
         os.chdir(old_cwd)
         sys.path[:] = old_path
-        compat.uninstall()
+        lasagne_bn_compat.uninstall()
         sys.modules.pop("train_digits", None)
     return folder, outputs
 
@@ -143,7 +143,7 @@ def test_section_2_snippet_runs():
         exec(snippet, namespace)
         assert namespace["bn"].batch_normalization_train.__module__ == "lasagne_bn.ops.api"
     finally:
-        compat.uninstall()
+        lasagne_bn_compat.uninstall()
 
 
 @pytest.mark.slow
@@ -161,7 +161,7 @@ def test_lasagne_bn_run_in_a_fresh_process(worked_example, tmp_path):
 
 
 def test_guide_mentions_every_gone_module():
-    from compat._finder import GONE
+    from lasagne_bn_compat._finder import GONE
 
     text = GUIDE.read_text()
     for name in ("lasagne.layers.dnn", "theano.sandbox.cuda", "theano.gpuarray", "cuda_convnet"):

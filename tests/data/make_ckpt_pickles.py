@@ -2,7 +2,7 @@
 
 Pickled networks whose ``get_all_params`` order is not a plain chain of
 layers, for the tests that read their parameter values without rebuilding
-them (``compat.io.load_params``): a ``CustomRecurrentLayer`` (its
+them (``lasagne_bn_compat.io.load_params``): a ``CustomRecurrentLayer`` (its
 parameters include those of its input-to-hidden and hidden-to-hidden
 sub-networks), a ``ConcatLayer`` of two branches, a tied weight (one shared
 variable in two layers) and a batch norm.  Not run by the tests.  Run as in

@@ -1,8 +1,8 @@
 """Generate tests/data/network_pickles/* with Theano 1.0.5 and Lasagne master (0.2.dev1).
 
 Whole networks pickled with ``pickle.dump(network, f)`` after training, for
-the tests that load them through ``compat.io.load_network`` and through a
-plain ``pickle.load`` after ``compat.install()`` (tests/compat, which must
+the tests that load them through ``lasagne_bn_compat.io.load_network`` and through a
+plain ``pickle.load`` after ``lasagne_bn_compat.install()`` (tests/compat, which must
 not need Theano).  Not run by the tests.  How it was run, per
 /work/shared/LEGACY_ORACLE.md (Python 3.11, numpy 1.23.5, CPU):
 

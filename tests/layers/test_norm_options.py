@@ -257,7 +257,11 @@ def test_recompute_sets_the_batch_counter():
 
 
 def test_interchange_carries_the_batch_counter():
-    from compat.interchange import bn_to_keras, from_torch_state_dict, to_torch_state_dict
+    from lasagne_bn_compat.interchange import (
+        bn_to_keras,
+        from_torch_state_dict,
+        to_torch_state_dict,
+    )
 
     bn = BatchNormLayer(InputLayer((None, 2)), alpha=None, name="bn")
     bn.num_batches_tracked.set_value(np.int64(7))

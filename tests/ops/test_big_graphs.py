@@ -192,7 +192,7 @@ def test_linker_arguments_are_checked():
 
 
 def test_theano_function_compiles_big_graphs_node_by_node():
-    from compat import theano
+    from lasagne_bn_compat import theano
 
     x = pt.vector("x")
     shared = [pytensor.shared(np.zeros(2), name=f"q{k}") for k in range(70)]

@@ -29,7 +29,7 @@ whole-graph function: the same node functions run on the same buffers.
 >>> float(f([0.0])[0])
 2.0
 
-``compat``'s ``theano.function`` compiles with this mode when the user named
+``lasagne_bn_compat``'s ``theano.function`` compiles with this mode when the user named
 no other; :func:`use_by_default` makes it the default of ``pytensor.function``
 too (an explicit, process-wide choice this package never makes on import).
 """

@@ -1,6 +1,6 @@
 """A Lasagne + Theano training script as people wrote them (Python 3 syntax).
 
-Used by tests/compat: run unchanged through compat.install() and through
+Used by tests/compat: run unchanged through lasagne_bn_compat.install() and through
 ``lasagne-bn run``.  Usage: legacy_mlp.py RESULTS.npz WORKDIR [STEPS]
 """
 

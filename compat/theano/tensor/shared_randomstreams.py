@@ -1,7 +1,0 @@
-"""``theano.tensor.shared_randomstreams``: ``RandomStreams`` on PyTensor's generators."""
-
-from __future__ import annotations
-
-from compat.theano._random import RandomStreams
-
-__all__ = ["RandomStreams"]
