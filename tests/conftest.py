@@ -1,7 +1,19 @@
-"""Suite-wide guard: no test leaves PyTensor's default mode changed for the ones after it.
+"""Suite-wide rules: the two test tiers, and no test leaves PyTensor's default mode changed.
 
-(A ``lasagne_bn_compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
-ran every later default-mode test in FAST_COMPILE, silently.)
+The tiers (README, "Tests"):
+
+- the default tier, ``python -m pytest``: every module and public function, numerics
+  in the modes that run different code (the default Numba mode, the C VM, JAX and the
+  python linker over the NumPy ``perform``);
+- the full tier, ``python -m pytest --full``: everything, adding the tests marked
+  ``slow`` (cold-cache children, whole demos, long fuzzing, big graphs) and the modes
+  that repeat a representative one.
+
+Which modes repeat another: ``FAST_COMPILE`` runs the same NumPy ``perform`` as the
+python linker, behind other rewrites, and mode ``C`` compiles the same C code as the
+C VM (``CVM``).  A variant in one of those modes waits for the full tier when the
+same test with the same other parameters runs in the mode it repeats; otherwise
+(a case that only mode ``C`` runs, say) it stays in the default tier.
 """
 
 from __future__ import annotations
@@ -9,9 +21,63 @@ from __future__ import annotations
 import pytensor
 import pytest
 
+# The parameter values that select a repeating mode, as the tests spell them
+# (tests/compile_modes.py: MODE_NAMES strings, LAYER_MODES values and ids).
+_REPEATED_MODES = {"fast_compile": ("py",), "FAST_COMPILE": ("py",), "c": ("cvm",), "C": ("CVM",)}
+# The same variant in the mode it repeats, as ids spell it ("py" is the python
+# linker; LAYER_MODES' ids are numba, fast_compile, py and jax).
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        default=False,
+        help="run the full tier: the tests marked slow and the repeated modes as well",
+    )
+
+
+def _twins(item: pytest.Item) -> list[tuple]:
+    """Keys of the variants that ``item`` repeats in another mode (none: it repeats none)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return []
+    parts = callspec.id.split("-")
+    twins = []
+    for n, part in enumerate(parts):
+        for twin in _REPEATED_MODES.get(part, ()):
+            twin_id = "-".join([*parts[:n], twin, *parts[n + 1 :]])
+            twins.append((item.path, item.originalname, twin_id))
+    return twins
+
+
+def _key(item: pytest.Item) -> tuple:
+    callspec = getattr(item, "callspec", None)
+    return (item.path, item.originalname, callspec.id if callspec else "")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--full``: leave out slow tests, and variants whose twin in the mode they
+    repeat runs (a variant with no such twin stays)."""
+    if config.getoption("--full"):
+        return
+    keys = {_key(item) for item in items if item.get_closest_marker("slow") is None}
+    kept, deselected = [], []
+    for item in items:
+        slow = item.get_closest_marker("slow") is not None
+        if slow or any(twin in keys for twin in _twins(item)):
+            deselected.append(item)
+        else:
+            kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
 
 @pytest.fixture(autouse=True)
 def _default_mode_unchanged():
+    # A ``compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
+    # ran every later default-mode test in FAST_COMPILE, silently.
     mode = pytensor.config.mode
     yield
     if pytensor.config.mode != mode:
