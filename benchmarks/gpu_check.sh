@@ -96,7 +96,11 @@ BW_RC=$?
     echo
     echo '```'
     [ "$TESTS_RC" -eq 124 ] && echo "(stopped at its share of the 8 minutes)"
-    grep -E "passed|failed|error|FAILED|ERROR" "$TMP/tests.txt" | tail -40 || tail -20 "$TMP/tests.txt"
+    if grep -qE "passed|failed|error" "$TMP/tests.txt"; then
+        grep -E "passed|failed|error|FAILED|ERROR" "$TMP/tests.txt" | tail -40
+    else
+        tail -20 "$TMP/tests.txt"
+    fi
     echo '```'
     echo
     echo "## benchmarks/jax_bench.py (exit $BENCH_RC)"
