@@ -1,11 +1,17 @@
 """JAX registrations for the batch-norm Ops (GPU, TPU and multi-device via XLA).
 
 The kernels are written so that XLA fuses them into the same passes as the
-Numba ones: the statistics are one multi-output reduction over data shifted
-by each channel's first sample (in float32 or wider), the output one fused
-elementwise pass; the backward pass is one reduction of ``dy`` and
-``dy * (x - mean)`` and one elementwise pass.  Shapes are static under
-``jax.jit``, so nothing depends on a dynamic batch size.
+Numba ones: the statistics are sums of the data shifted by each channel's
+first sample (in float32 or wider), the output one fused elementwise pass;
+the backward pass is the sums of ``dy`` and ``dy * (x - mean)`` and one
+elementwise pass.  No full-size intermediate reaches memory: every
+full-size expression that two reductions, or a reduction and an
+elementwise pass, would share is written as distinct expressions
+(:func:`_copies`), because XLA's CPU reduction fusions do not take in a
+producer with a second consumer; they would write it out and read it back
+(``tests/ops/test_jax_traffic.py`` checks the bytes XLA moves).  A GPU
+fuses sibling reductions either way.  Shapes are static under ``jax.jit``,
+so nothing depends on a dynamic batch size.
 """
 
 from __future__ import annotations
@@ -63,25 +69,40 @@ def _first_sample(x, axes):
     return x[index]
 
 
+def _copies(value, n: int):
+    """``n`` copies of a small ``value`` that XLA will not merge back into one.
+
+    An ``optimization_barrier`` of a tuple of per-channel values: free, and
+    each ``x - copy`` is then a full-size expression of its own that one
+    fusion takes in, instead of one ``x - value`` shared by several
+    consumers, which XLA's CPU reduction fusions would have written to
+    memory and read back (see the module docstring).
+    """
+    return lax.optimization_barrier((value,) * n)
+
+
 def shifted_moments(x, axes, axis_name=None):
     """The statistics pass of batch, layer, instance and group norm under JAX.
 
     Returns ``(x - shift, shift, shifted mean, biased var)`` (keepdims) in the
     work dtype (float32 for float16/float32 input, float64 for float64):
     ``shift`` is the first sample per statistic and the mean is
-    ``shift + shifted mean``; one multi-output reduction in XLA.
+    ``shift + shifted mean``.  Each sum reads ``x`` itself (see the module
+    docstring), so XLA makes one pass over ``x`` per sum on a CPU and one
+    multi-output pass on a GPU.
     """
     work = _work_dtype(x.dtype)
     xw = x.astype(work)
     shift = _first_sample(xw, axes)
     if axis_name is not None:  # one shift for every shard
         shift = lax.pmean(shift, axis_name)
-    d = xw - shift
+    for_sum, for_sq, for_d = _copies(shift, 3)
     m = _total(reduced_size(x.shape, axes), axis_name)
-    mu = _total(jnp.sum(d, axis=axes, keepdims=True), axis_name) / m
-    sq = _total(jnp.sum(d * d, axis=axes, keepdims=True), axis_name) / m
+    mu = _total(jnp.sum(xw - for_sum, axis=axes, keepdims=True), axis_name) / m
+    d_sq = xw - for_sq
+    sq = _total(jnp.sum(d_sq * d_sq, axis=axes, keepdims=True), axis_name) / m
     var = jnp.maximum(sq - mu * mu, 0)
-    return d, shift, mu, var
+    return xw - for_d, shift, mu, var
 
 
 def train_forward(x, gamma, beta, epsilon, axes, axis_name=None):
@@ -109,7 +130,8 @@ def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None, ax
     """
     work = _work_dtype(x.dtype)
     m = _total(reduced_size(x.shape, axes), axis_name)
-    centred = x.astype(work) - mean.astype(work)
+    mean_sum, mean_dx = _copies(mean.astype(work), 2)
+    centred = x.astype(work) - mean_sum
     dyw = dy.astype(work)
     dbeta = jnp.sum(dyw, axis=axes, keepdims=True)
     dot = jnp.sum(dyw * centred, axis=axes, keepdims=True)
@@ -120,7 +142,7 @@ def train_backward(x, dy, gamma, mean, invstd, axes, g_mean=None, g_var=None, ax
     if g_mean is not None:
         k_x = k_x - 2 * _total(g_var.astype(work), axis_name) / m
         k_0 = k_0 - _total(g_mean.astype(work), axis_name) / m
-    dx = dyw * k_dy - centred * k_x - k_0
+    dx = dyw * k_dy - (x.astype(work) - mean_dx) * k_x - k_0
     return dx.astype(x.dtype), dot * inv, dbeta
 
 
