@@ -500,6 +500,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--contend", type=int, default=0, metavar="N", help="N busy-loop processes during the run"
     )
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the results as JSON (default benchmarks/results/bn_bench.json)",
+    )
     parser.add_argument("--_memory-child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -525,12 +530,17 @@ def main(argv=None) -> int:
     with contention(args.contend):
         if args.contend:
             print(f"contention: {args.contend} busy-loop processes running; {load_average()}")
-        run_shapes(args, impls, reps)
+        records = run_shapes(args, impls, reps)
+        load = f"{args.contend} busy-loop processes; {load_average()}"
+    from _results import write
+
+    print(f"results: {write('bn_bench', records, load=load, path=args.json)}")
     return 0
 
 
-def run_shapes(args, impls, reps) -> None:
+def run_shapes(args, impls, reps) -> list[dict]:
     """Build, time and print every shape (under whatever load is running)."""
+    records = []
     for key in args.shapes:
         case = Case(*SHAPES[key])
         workers = {}
@@ -562,6 +572,17 @@ def run_shapes(args, impls, reps) -> None:
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
                 memory[name] = float(out.stdout.strip().splitlines()[-1])
         print_table(key, case, train_ms, infer_ms, bound, memory)
+        records.append(
+            {
+                "shape": key,
+                "axes": case.axes_mode,
+                "train_ms": train_ms,
+                "infer_ms": infer_ms,
+                "bound_ms": bound,
+                "peak_extra_mib": memory,
+            }
+        )
+    return records
 
 
 def print_table(key, case, train_ms, infer_ms, bound, memory):

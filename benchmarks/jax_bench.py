@@ -4,7 +4,7 @@ Three ways to run one Adam training step (and one inference) of the demo's
 network (conv3x3(16)-bn-relu, maxpool, conv3x3(32)-bn-relu, maxpool,
 dense(64)-bn-relu, dense(10) softmax), on whatever device JAX has:
 
-- export:   ``lasagne_bn.jax.train_step(export(network), loss, optax.adam)``,
+- export:   ``lasagne_bn.export.train_step(export(network), loss, optax.adam)``,
             one jitted function;
 - flax:     the same architecture written by hand with ``flax.linen``
             (``nn.BatchNorm``, NHWC as Flax is meant to be used), ``optax.adam``,
@@ -53,7 +53,7 @@ def cross_entropy(probs, targets):
 def export_impl(batch):
     import optax
 
-    from lasagne_bn.jax import export, train_step
+    from lasagne_bn.export import export, train_step
 
     model = export(build_ours())
     opt = optax.adam(0.003)
@@ -254,7 +254,7 @@ def bn_bandwidth(reps: int) -> list[tuple[str, float, float]]:
     import jax
     import pytensor
 
-    from lasagne_bn.jax import export
+    from lasagne_bn.export import export
     from lasagne_bn.layers import BatchNormLayer, InputLayer
 
     shape = (64, 64, 56, 56)

@@ -9,7 +9,7 @@ second statistic          ``inv_std`` (or      ``running_var``      ``moving_var
                           ``var``)             (unbiased batch      / ``var`` (biased
                                                variances averaged)  batch variances)
 test-time scale           ``gamma * inv_std``  ``w / sqrt(v+eps)``  ``g / sqrt(v+eps)``
-moving-average weight     ``alpha``            ``momentum = alpha`` ``momentum = 1-alpha``
+moving-average weight     ``alpha``            ``momentum=alpha``   ``momentum=1-alpha``
 epsilon                   inside the sqrt      inside the sqrt      inside the sqrt
 dense weights             ``(in, out)``        ``(out, in)``        ``(in, out)``
 convolution filters       flipped when         cross-correlation    cross-correlation

@@ -362,7 +362,7 @@ def test_training_through_the_exported_jax_model(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metrics = strict_json((out / "metrics.json").read_text())
-    assert metrics["training_mode"] == "exported JAX (lasagne_bn.jax)"
+    assert metrics["training_mode"] == "exported JAX (lasagne_bn.export)"
     assert metrics["epochs"][-1]["train_loss"] < metrics["epochs"][0]["train_loss"]
     assert metrics["test_accuracy"] > 0.5
     assert all(row["max_abs_diff"] < demo.MODE_TOLERANCE for row in metrics["modes"])

@@ -42,7 +42,7 @@ MODULES = [
     "lasagne_bn.layers.noise",
     "lasagne_bn.layers.normalization",
     "lasagne_bn.layers.bn_storage",
-    "lasagne_bn.jax",
+    "lasagne_bn.export",
     "lasagne_bn.lint",
     "lasagne_bn.layers.bn_recompute",
     "lasagne_bn.layers.bn_freeze",

@@ -43,8 +43,8 @@ TRAINING_MODES = {
     "cvm": ("CVM", "C (CVM)"),
     "jax": ("JAX", "JAX"),
     "fast_compile": ("FAST_COMPILE", "FAST_COMPILE"),
-    # the network exported to pure JAX (lasagne_bn.jax): one jitted optax step
-    JAX_EXPORT: (JAX_EXPORT, "exported JAX (lasagne_bn.jax)"),
+    # the network exported to pure JAX (lasagne_bn.export): one jitted optax step
+    JAX_EXPORT: (JAX_EXPORT, "exported JAX (lasagne_bn.export)"),
 }
 
 EPILOG = """\

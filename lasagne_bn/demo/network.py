@@ -76,7 +76,7 @@ def compile_train(network, mode):
 
 
 class ExportedTraining:
-    """Training through :func:`lasagne_bn.jax.export`: the same network, Adam and loss.
+    """Training through :func:`lasagne_bn.export.export`: the same network, Adam and loss.
 
     ``train(images, labels) -> (loss, accuracy)`` is one jitted JAX step on
     parameter and state dicts; :meth:`write_back` puts the trained values
@@ -88,7 +88,7 @@ class ExportedTraining:
         import jax.numpy as jnp
         import optax
 
-        from lasagne_bn.jax import export, train_step
+        from lasagne_bn.export import export, train_step
 
         def loss_fn(probs, targets):
             picked = jnp.take_along_axis(probs, targets[:, None], axis=1)[:, 0]

@@ -14,7 +14,7 @@ from lasagne_bn.demo.network import (
     loss_and_accuracy,
 )
 
-# the --mode value of training through lasagne_bn.jax.export
+# the --mode value of training through lasagne_bn.export.export
 JAX_EXPORT = "jax-export"
 
 

@@ -63,16 +63,16 @@ def _concrete_output_shape(layer, shape) -> tuple:
 class Layer:
     """Base class of layers with a single input.
 
+    Subclasses override :meth:`get_output_for` and, if they change the
+    shape, :meth:`get_output_shape_for`; they create parameters with
+    :meth:`add_param`.
+
     Parameters
     ----------
     incoming : Layer or tuple
         The layer feeding into this one, or the expected input shape.
     name : str, optional
         Name of the layer; parameter names are prefixed with it.
-
-    Subclasses override :meth:`get_output_for` and, if they change the
-    shape, :meth:`get_output_shape_for`; they create parameters with
-    :meth:`add_param`.
     """
 
     def __init__(self, incoming, name: str | None = None):
@@ -185,15 +185,15 @@ class Layer:
 class MergeLayer(Layer):
     """Base class of layers with several inputs.
 
+    :meth:`get_output_shape_for` gets a list of input shapes and
+    :meth:`get_output_for` a list of input expressions.
+
     Parameters
     ----------
     incomings : sequence of Layer or tuple
         The layers feeding into this one, or their expected output shapes.
     name : str, optional
         Name of the layer.
-
-    :meth:`get_output_shape_for` gets a list of input shapes and
-    :meth:`get_output_for` a list of input expressions.
     """
 
     def __init__(self, incomings, name: str | None = None):

@@ -419,7 +419,7 @@ def _oriented(w: np.ndarray, flip: bool) -> np.ndarray:
 
 
 def np_conv(x, w, params) -> np.ndarray:
-    """Forward convolution of ``x`` (N, C, *spatial) with ``w`` (F, C/G, *kernel)."""
+    """Forward convolution of ``x`` ``(N, C, *spatial)`` with ``w`` ``(F, C/G, *kernel)``."""
     out_spatial = check_runtime(params, x.shape, w.shape)
     n = params.convdim
     work = _work(x.dtype)

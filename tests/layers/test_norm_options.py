@@ -519,7 +519,7 @@ def test_group_norm_matches_pytorch():
 
 def test_jax_export_keeps_the_counter_as_state():
     pytest.importorskip("jax")
-    from lasagne_bn.jax import export
+    from lasagne_bn.export import export
 
     l_in = InputLayer((None, 4))
     bn = BatchNormLayer(

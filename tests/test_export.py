@@ -1,4 +1,4 @@
-"""lasagne_bn.jax: a network as pure JAX functions, equal to pytensor.function in every mode."""
+"""lasagne_bn.export: a network as pure JAX functions, equal to pytensor.function in every mode."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ optax = pytest.importorskip("optax")
 from compile_modes import LAYER_MODES  # noqa: E402
 
 from lasagne_bn import nonlinearities  # noqa: E402
-from lasagne_bn.jax import export, train_step  # noqa: E402
+from lasagne_bn.export import export, train_step  # noqa: E402
 from lasagne_bn.layers import (  # noqa: E402
     Conv2DLayer,
     DenseLayer,
@@ -255,8 +255,8 @@ SHARDED = textwrap.dedent(
     import numpy as np, jax, jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
     sys.path.insert(0, sys.argv[1])
-    from test_jax_export import build, data, _loss
-    from lasagne_bn.jax import export
+    from test_export import build, data, _loss
+    from lasagne_bn.export import export
 
     assert jax.device_count() == 8, jax.devices()
     _, out = build()
