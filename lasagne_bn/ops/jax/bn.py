@@ -47,7 +47,7 @@ def mapped_axis(axis_name: str):
 
     The kernels then sum over the devices of that mapped axis (``lax.psum``),
     so every statistic, and every gradient, is the whole batch's, as if one
-    device held it (:func:`lasagne_bn.jax.export` uses this).
+    device held it (:func:`lasagne_bn.export.export` uses this).
     """
     token = _AXIS_NAME.set(axis_name)
     try:
