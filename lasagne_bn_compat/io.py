@@ -78,6 +78,7 @@ __all__ = [
     "CheckpointError",
     "LegacyFormatError",
     "LegacyNetworkError",
+    "NonFiniteWarning",
     "UnsafePickleError",
     "guess_bn_roles",
     "inspect_checkpoint",
@@ -691,7 +692,33 @@ def _prepare_value(i: int, param, value, allow_downcast: bool) -> np.ndarray:
             "cannot hold without loss; pass allow_downcast=True to cast it; no parameter was "
             "changed"
         )
-    return value.astype(target, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # said by _warn_non_finite instead
+        return value.astype(target, copy=False)
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """A parameter was loaded with inf or NaN values (from the file, or from a downcast)."""
+
+
+def _warn_non_finite(where: str, i: int, param, value: np.ndarray, ready: np.ndarray) -> None:
+    """Say so when a loaded parameter holds non-finite values: never load them silently."""
+    if ready.dtype.kind not in "fc":
+        return
+    bad = ready.size - int(np.count_nonzero(np.isfinite(ready)))
+    if not bad:
+        return
+    had = value.size - int(np.count_nonzero(np.isfinite(value))) if value.dtype.kind in "fc" else 0
+    what = f"{where}: value {i} ({param.name})"
+    if bad > had:
+        message = (
+            f"{what}: {bad - had:,} value(s) beyond {ready.dtype}'s range became inf when cast "
+            f"from {value.dtype} (allow_downcast=True); the parameter holds them as inf"
+        )
+    else:
+        message = f"{what} holds {bad:,} non-finite value(s) (inf or nan), as the file does"
+    import warnings
+
+    warnings.warn(message, NonFiniteWarning, stacklevel=3)
 
 
 def _assign(params: list, values: list) -> None:
@@ -809,7 +836,9 @@ def load_params(
             )
         except ValueError as exc:
             raise ValueError(f"{checkpoint.source}: {exc}; no parameter was changed") from exc
-    # 3. assign
+    # 3. assign (saying so first if a value is not finite)
+    for i, (param, value) in enumerate(zip(params, values, strict=True)):
+        _warn_non_finite(checkpoint.source, i, param, np.asarray(value), ready[i])
     _assign(params, ready)
     return checkpoint
 
@@ -963,8 +992,40 @@ _NAMED_ROLES = {
 AMBIGUOUS = "ambiguous: bias or batch norm?"
 
 
+def _positive(value) -> bool:
+    value = np.asarray(value)
+    return value.dtype.kind == "f" and bool(np.all(np.isfinite(value) & (value > 0)))
+
+
+def _biased_batch_norm(values: Sequence, shapes: list, i: int) -> list | None:
+    """Roles of a run of 5 arrays of one shape from ``values[i]``, when layer order tells them.
+
+    After the weight of a layer whose outputs the run's shape counts, the
+    run is either that layer's bias and a batch norm (``b, beta, gamma,
+    mean, statistic``: the fifth is > 0) or a batch norm and a
+    parameter-only layer such as a PReLU (``beta, gamma, mean, statistic,
+    alpha``: the fourth is > 0).  Exactly one of them fitting tells; None
+    where both or neither do, or where no such weight comes first.
+    """
+    if i == 0 or len(shapes[i]) != 1:
+        return None
+    weight, units = shapes[i - 1], shapes[i][0]
+    # a dense layer's W is (inputs, units); a convolution's (units, channels, *kernel)
+    if not (len(weight) == 2 and weight[1] == units) and not (
+        len(weight) >= 3 and weight[0] == units
+    ):
+        return None
+    bias_first = _positive(values[i + 4])
+    extra_last = _positive(values[i + 3])
+    if bias_first and not extra_last:
+        return ["bias", "bn beta", "bn gamma", "bn mean", "bn inv_std or var"]
+    if extra_last and not bias_first:
+        return ["bn beta", "bn gamma", "bn mean", "bn inv_std or var", None]
+    return None
+
+
 def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list[str | None]:
-    """Which arrays look like a BatchNormLayer's parameters (``'bn beta'`` ... or None).
+    """Which arrays look like BatchNormLayer parameters (``'bn beta'`` ..., ``'bias'`` or None).
 
     The heuristic, for values in ``get_all_params`` order:
 
@@ -978,7 +1039,11 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
        shape whose last is all finite and > 0 is taken as ``beta, gamma,
        mean, statistic``; a run of exactly 3 as ``beta or gamma, mean,
        statistic``; a run of 8, 12 ... as twos, threes ... of those fours.
-       Any other run (5 arrays: a bias kept before a batch norm, say) is
+       A run of 5 right after the weight of the layer it belongs to is
+       that layer's bias (``'bias'``) and a batch norm, or a batch norm and
+       a parameter-only layer (a PReLU's alpha), where the values tell
+       which (the statistic is > 0, the mean of the other reading is not).
+       Any other run (a run of 5 where nothing tells, 6, 7 ...) is
        marked :data:`AMBIGUOUS`: shapes cannot tell which are statistics.
 
     The statistic is called ``inv_std or var``: the values do not tell them
@@ -1007,7 +1072,10 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
         while j + 1 < n and shapes[j + 1] == shapes[i]:
             j += 1
         run = j - i + 1
-        if shapes[i] != () and run >= 3 and run % 4 and run != 3:
+        biased = _biased_batch_norm(values, shapes, i) if run == 5 else None
+        if biased is not None:
+            roles[i : j + 1] = biased
+        elif shapes[i] != () and run >= 3 and run % 4 and run != 3:
             # a run of 5, 6, 7, 9 ...: a layer that kept its bias next to a
             # batch norm, or a batch norm without beta or gamma: which arrays
             # are which cannot be told from shapes, and a wrong guess would
