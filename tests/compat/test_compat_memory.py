@@ -321,3 +321,34 @@ def test_peak_memory_of_reading_a_100_mb_checkpoint_is_at_most_2x(fmt, files, tm
     # the values themselves are 1x; at most about as much again on the way
     assert got["traced"] <= 2.1 * size, (fmt, got, size)
     assert got["rss"] <= 2.1 * size, (fmt, got, size)
+
+
+#: The test files that read and write checkpoints and pickled networks.
+FILE_TESTS = [
+    "tests/compat/test_compat_io.py",
+    "tests/compat/test_compat_limits.py",
+    "tests/compat/test_compat_network_pickles.py",
+    "tests/compat/test_compat_network_limits.py",
+    "tests/compat/test_compat_checkpoint_path.py",
+    "tests/compat/test_compat_statistics.py",
+    "tests/compat/test_compat_interchange.py",
+    "tests/test_files.py",
+]
+
+
+@pytest.mark.slow  # the file tests again, in a fresh interpreter (minutes)
+def test_the_file_tests_pass_under_a_1_5_gib_address_space_limit(tmp_path):
+    """``ulimit -v 1572864`` for all of them, in one child.
+
+    Deselected: the JAX compile of one network-pickle test, whose XLA
+    compiler aborts the whole process once numba, torch and jax together
+    hold most of the 1.5 GiB (reading is not what it tests).
+    """
+    args = ["-n", "0", "-q", "-p", "no:cacheprovider", "-k", "not jax"]
+    files = [str(ROOT / f) for f in FILE_TESTS]
+    child = run_limited(
+        f"import sys, pytest\nsys.exit(pytest.main({[*args, *files]!r}))\n",
+        ROOT,
+        timeout=1800,
+    )
+    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
