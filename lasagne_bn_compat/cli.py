@@ -57,7 +57,12 @@ def register_run(subparsers) -> None:
         help="Theano-style flags to apply instead of the THEANO_FLAGS environment variable",
     )
     parser.add_argument("script", metavar="SCRIPT", help="the script (or module, with -m)")
-    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
+    rest = parser.add_argument(
+        "args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments"
+    )
+    # argparse counts a REMAINDER positional as required, and so lists ARGS
+    # beside SCRIPT when the command line is empty; a script needs no arguments
+    rest.required = False
     parser.set_defaults(handler=_run)
 
 
@@ -223,6 +228,12 @@ def _read_errors():
     return (LegacyFormatError, LegacyNetworkError, UnsafePickleError, OSError)
 
 
+def _read_error(path: str, exc: Exception) -> UserError:
+    """A reader's error for the command line: one line that names the file."""
+    message = str(exc)
+    return UserError(message if str(path) in message else f"{path}: {message}")
+
+
 def _fmt(value) -> str:
     return "" if value is None else f"{value:.4g}"
 
@@ -246,7 +257,7 @@ def _lint(args) -> int:
         try:
             checkpoint = read_checkpoint(args.file, classes=_allowed_classes(args))
         except _read_errors() as exc:
-            raise UserError(str(exc)) from None
+            raise _read_error(args.file, exc) from None
     messages = lint(network, batch_size=args.batch_size, checkpoint=checkpoint)
     for message in messages:
         print(message)
@@ -265,8 +276,7 @@ def _inspect(args) -> int:
     try:
         checkpoint, infos = inspect_checkpoint(args.file, classes=_allowed_classes(args))
     except _read_errors() as exc:
-        message = str(exc) if str(args.file) in str(exc) else f"{args.file}: {exc}"
-        raise UserError(message) from None
+        raise _read_error(args.file, exc) from None
     total = sum(int(np.prod(i.shape)) for i in infos)
     print(f"{args.file}: {_FORMAT_NAMES[checkpoint.format]}, {len(infos)} arrays, {total} values")
     if checkpoint.network is not None:
@@ -475,7 +485,7 @@ def _convert(args) -> int:
     try:
         checkpoint = read_checkpoint(args.input, classes=_allowed_classes(args))
     except _read_errors() as exc:
-        raise UserError(str(exc)) from None
+        raise _read_error(args.input, exc) from None
     out_format = _output_format(args, checkpoint)
     values = list(checkpoint.values)
     done = ""

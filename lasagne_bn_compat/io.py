@@ -37,12 +37,14 @@ readable by Lasagne itself.  See :mod:`lasagne_bn.layers.bn_storage`.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
 import re
 import reprlib
+import stat
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +78,7 @@ __all__ = [
     "CheckpointError",
     "LegacyFormatError",
     "LegacyNetworkError",
+    "NonFiniteWarning",
     "UnsafePickleError",
     "guess_bn_roles",
     "inspect_checkpoint",
@@ -136,27 +139,42 @@ def _too_large(where: str, what: str, max_bytes: int) -> LegacyFormatError:
     )
 
 
-def _inflate(data: bytes, where: str, max_bytes: int) -> bytes:
-    """gunzip ``data`` in chunks, refusing output beyond ``max_bytes`` (gzip bombs)."""
+#: Reads and decompression go in steps of this many bytes: memory follows
+#: what a file holds, never the limit (a ``read(max_bytes + 1)`` makes Python
+#: allocate the whole limit first, which fails under ``ulimit -v``).
+_STEP = 1 << 20
+
+
+def _out_of_memory(where: str, what: str) -> LegacyFormatError:
+    return LegacyFormatError(
+        f"{where}: {what}, more than this process can allocate (an address-space limit such "
+        "as ulimit -v?); refused"
+    )
+
+
+def _inflate(f, where: str, max_bytes: int) -> bytes:
+    """gunzip the stream ``f`` in steps, refusing output beyond ``max_bytes`` (gzip bombs)."""
     import zlib
 
     inflater = zlib.decompressobj(wbits=31)  # gzip header and trailer
-    out = bytearray()
-    view, step = memoryview(data), 1 << 20
+    out: list[bytes] = []
+    total = 0
     try:
-        for start in range(0, len(data), step):
-            out += inflater.decompress(view[start : start + step], max_bytes + 1 - len(out))
-            while inflater.unconsumed_tail and len(out) <= max_bytes:
-                out += inflater.decompress(inflater.unconsumed_tail, max_bytes + 1 - len(out))
-            if len(out) > max_bytes:
+        while not inflater.eof:
+            chunk = inflater.unconsumed_tail or f.read(_STEP)
+            if not chunk:
+                raise LegacyFormatError(f"{where} is a truncated gzip file")
+            piece = inflater.decompress(chunk, min(_STEP, max_bytes + 1 - total))
+            out.append(piece)
+            total += len(piece)
+            if total > max_bytes:
                 raise _too_large(where, "it decompresses to", max_bytes)
-            if inflater.eof:
-                break
-        if not inflater.eof:
-            raise LegacyFormatError(f"{where} is a truncated gzip file")
+        return b"".join(out)
     except zlib.error as exc:
         raise LegacyFormatError(f"{where} is a corrupt gzip file ({exc})") from None
-    return bytes(out)
+    except MemoryError:
+        out.clear()
+        raise _out_of_memory(where, f"it decompresses to more than {total:,} bytes") from None
 
 
 @dataclass
@@ -220,29 +238,66 @@ def _check_classes(classes) -> None:
         )
 
 
-def _read_source(source, max_bytes: int = MAX_BYTES) -> tuple[bytes, str]:
+def _read_chunks(f, max_bytes: int, where: str) -> bytes:
+    """All of ``f`` (at most ``max_bytes``), read in steps."""
+    chunks, total = [], 0
+    while True:
+        chunk = f.read(min(_STEP, max_bytes + 1 - total))
+        if not isinstance(chunk, bytes | bytearray):
+            raise TypeError("source must be opened in binary mode ('rb')")
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise _too_large(where, "the file is larger", max_bytes)
+
+
+@contextlib.contextmanager
+def _open_source(source, max_bytes: int):
+    """``(stream, where, size)``: a seekable binary stream of the file, its name and length.
+
+    A regular file is read where it lies (its size from ``fstat``, refused
+    when over ``max_bytes`` before anything is read); a pipe, a device or a
+    file object is read in steps into memory, up to ``max_bytes``.
+    """
     if isinstance(source, str | os.PathLike):
         path = os.fspath(source)
         try:
-            with open(path, "rb") as f:
-                data = f.read(max_bytes + 1)
+            f = open(path, "rb")  # noqa: SIM115 (closed below, after the caller's reading)
         except IsADirectoryError:
             raise LegacyFormatError(f"{path!r} is a directory, not a checkpoint file") from None
-        where = path
+        with f:
+            info = os.fstat(f.fileno())
+            if stat.S_ISREG(info.st_mode):
+                if info.st_size > max_bytes:
+                    raise _too_large(path, "the file is larger", max_bytes)
+                yield f, path, info.st_size
+            else:
+                data = _read_chunks(f, max_bytes, path)
+                yield io.BytesIO(data), path, len(data)
     elif hasattr(source, "read"):
-        data = source.read(max_bytes + 1)
-        if not isinstance(data, bytes):
-            raise TypeError("source must be opened in binary mode ('rb')")
         where = getattr(source, "name", "<file object>")
+        if not isinstance(where, str):
+            where = "<file object>"
+        data = _read_chunks(source, max_bytes, where)
+        yield io.BytesIO(data), where, len(data)
     else:
-        data = None
-    if data is not None:
-        if len(data) > max_bytes:
-            raise _too_large(where, "the file is larger", max_bytes)
-        return data, where
-    raise TypeError(
-        f"source={source!r} ({type(source).__name__}) must be a path or a binary file object"
-    )
+        raise TypeError(
+            f"source={source!r} ({type(source).__name__}) must be a path or a binary file object"
+        )
+
+
+def _read_exact(f, n: int) -> bytes:
+    """``n`` bytes of ``f`` (fewer at its end), read in steps: ``f.read(n)`` would allocate n."""
+    chunks, left = [], n
+    while left > 0:
+        chunk = f.read(min(_STEP, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _sniff(data: bytes) -> str:
@@ -262,8 +317,12 @@ def _unpickle(data: bytes, where: str, classes) -> object:
         except CheckpointError as exc:
             raise LegacyFormatError(f"{where}: {exc}") from None
         return SafeUnpickler(io.BytesIO(data), classes=classes).load()
+    except UnsafePickleError as exc:
+        raise UnsafePickleError(f"{where}: {exc}") from None
     except CheckpointError:
         raise
+    except MemoryError:
+        raise _out_of_memory(where, "it declares an object larger") from None
     except Exception as exc:
         # Only allow-listed callables run while unpickling; whatever they or
         # the unpickler make of corrupt bytes (EOFError, OverflowError,
@@ -273,61 +332,76 @@ def _unpickle(data: bytes, where: str, classes) -> object:
         ) from None
 
 
-def _read_npy(data: bytes, where: str, classes) -> np.ndarray:
-    fp = io.BytesIO(data)
+def _read_npy(f, where: str, classes, size: int) -> np.ndarray:
+    """The array of the .npy stream ``f`` of ``size`` bytes (as declared: it may hold fewer).
+
+    The array is allocated once, as its header declares (once that fits in
+    what follows), and filled in steps: the file is never held in memory
+    beside it.
+    """
+    start = f.tell()
     try:
-        version = np.lib.format.read_magic(fp)
+        version = np.lib.format.read_magic(f)
         if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
         else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
     except Exception as exc:  # numpy parses the header as a Python literal: any error
         raise LegacyFormatError(f"{where} has no valid .npy header ({exc})") from None
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise LegacyFormatError(f"{where} has no valid .npy header (shape {shape!r})")
+    follow = max(size - (f.tell() - start), 0)
     if dtype.hasobject:
-        array = _unpickle(data[fp.tell() :], where, classes)
+        array = _unpickle(_read_exact(f, follow), where, classes)
         if not isinstance(array, np.ndarray):
             raise LegacyFormatError(f"{where} holds a {type(array).__name__}, not an array")
         return array
     # Python ints: a crafted (2**32, 2**32) header must not wrap around in int64
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
-    if nbytes > len(data) - fp.tell():
+    if nbytes > follow:
         raise LegacyFormatError(
             f"{where} is truncated: its header declares a {dtype} array of shape {shape} "
-            f"({nbytes:,} bytes) but {len(data) - fp.tell():,} bytes follow"
+            f"({nbytes:,} bytes) but {follow:,} bytes follow"
         )
-    raw = data[fp.tell() : fp.tell() + nbytes]
-    array = np.frombuffer(raw, dtype=dtype).copy()
+    try:
+        array = np.empty(count, dtype=dtype)
+    except MemoryError:
+        raise _out_of_memory(
+            where, f"its header declares a {dtype} array of shape {shape} ({nbytes:,} bytes)"
+        ) from None
+    raw = memoryview(array.view(np.uint8) if nbytes else np.empty(0, np.uint8))
+    done = 0
+    while done < nbytes:
+        chunk = f.read(min(_STEP, nbytes - done))
+        if not chunk:
+            raise LegacyFormatError(
+                f"{where} is truncated: its header declares a {dtype} array of shape {shape} "
+                f"({nbytes:,} bytes) but {done:,} bytes follow"
+            )
+        raw[done : done + len(chunk)] = chunk
+        done += len(chunk)
     return array.reshape(shape, order="F" if fortran else "C")
 
 
 _ARR = re.compile(r"arr_(\d+)\Z")
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, budget: int):
-    """One archive member, never more than ``budget`` bytes (declared sizes can lie)."""
-    with archive.open(info) as f:
-        data = f.read(budget + 1)
-    if len(data) > budget:
-        raise _too_large(where, "its arrays decompress to", budget)
-    return data
-
-
-def _read_npz(data: bytes, where: str, classes, max_bytes: int) -> tuple[list, list, object]:
+def _read_npz(f, where: str, classes, max_bytes: int) -> tuple[list, list, object]:
+    """The arrays of the .npz stream ``f``, each read from its member in steps."""
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(f)
         members = [i for i in archive.infolist() if i.filename.endswith(".npy")]
         declared = sum(i.file_size for i in members)
         if declared > max_bytes:
             raise _too_large(where, f"its arrays declare {declared:,} bytes", max_bytes)
-        arrays, budget = {}, max_bytes
+        # zipfile stops each member at its declared size, so the declared
+        # sizes, within max_bytes, bound what is read
+        arrays = {}
         for info in members:
-            raw = _read_member(archive, info, where, budget)
-            budget -= len(raw)
             name = info.filename[:-4]
-            arrays[name] = _read_npy(raw, f"{where}[{name}]", classes)
+            with archive.open(info) as member:
+                arrays[name] = _read_npy(member, f"{where}[{name}]", classes, info.file_size)
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
@@ -501,25 +575,27 @@ def _read(source, classes, max_bytes: int, rebuild: bool = True) -> Checkpoint:
     _check_classes(classes)
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"max_bytes={max_bytes!r} must be a positive int")
-    data, where = _read_source(source, max_bytes)
-    kind = _sniff(data)
-    if kind == "gzip":
-        data = _inflate(data, where, max_bytes)
-        kind = _sniff(data)
-    if not data:
-        raise LegacyFormatError(f"{where} is empty")
-    if kind == "npz":
-        values, names, record = _read_npz(data, where, classes, max_bytes)
-        checkpoint = Checkpoint("npz", values, names)
-        if record is not None:
-            checkpoint.extras[STAT_RECORD] = np.asarray(record)[()]
-    elif kind == "npy":
-        array = _read_npy(data, where, classes)
-        values = _as_values(array, where) if array.dtype.hasobject else [array]
-        checkpoint = Checkpoint("npy", values, [f"[{i}]" for i in range(len(values))])
-    else:
-        obj = _unpickle(data, where, classes)
-        checkpoint = _interpret(obj, where, classes, len(data), rebuild)
+    with _open_source(source, max_bytes) as (f, where, size):
+        kind = _sniff(f.read(6))
+        f.seek(0)
+        if kind == "gzip":
+            data = _inflate(f, where, max_bytes)
+            f, size, kind = io.BytesIO(data), len(data), _sniff(data[:6])
+            del data  # the stream holds it
+        if not size:
+            raise LegacyFormatError(f"{where} is empty")
+        if kind == "npz":
+            values, names, record = _read_npz(f, where, classes, max_bytes)
+            checkpoint = Checkpoint("npz", values, names)
+            if record is not None:
+                checkpoint.extras[STAT_RECORD] = np.asarray(record)[()]
+        elif kind == "npy":
+            array = _read_npy(f, where, classes, size)
+            values = _as_values(array, where) if array.dtype.hasobject else [array]
+            checkpoint = Checkpoint("npy", values, [f"[{i}]" for i in range(len(values))])
+        else:
+            obj = _unpickle(_read_exact(f, size), where, classes)
+            checkpoint = _interpret(obj, where, classes, size, rebuild)
     checkpoint.source = where
     record = checkpoint.extras.pop(STAT_RECORD, None)
     if record is not None:
@@ -616,7 +692,33 @@ def _prepare_value(i: int, param, value, allow_downcast: bool) -> np.ndarray:
             "cannot hold without loss; pass allow_downcast=True to cast it; no parameter was "
             "changed"
         )
-    return value.astype(target, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # said by _warn_non_finite instead
+        return value.astype(target, copy=False)
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """A parameter was loaded with inf or NaN values (from the file, or from a downcast)."""
+
+
+def _warn_non_finite(where: str, i: int, param, value: np.ndarray, ready: np.ndarray) -> None:
+    """Say so when a loaded parameter holds non-finite values: never load them silently."""
+    if ready.dtype.kind not in "fc":
+        return
+    bad = ready.size - int(np.count_nonzero(np.isfinite(ready)))
+    if not bad:
+        return
+    had = value.size - int(np.count_nonzero(np.isfinite(value))) if value.dtype.kind in "fc" else 0
+    what = f"{where}: value {i} ({param.name})"
+    if bad > had:
+        message = (
+            f"{what}: {bad - had:,} value(s) beyond {ready.dtype}'s range became inf when cast "
+            f"from {value.dtype} (allow_downcast=True); the parameter holds them as inf"
+        )
+    else:
+        message = f"{what} holds {bad:,} non-finite value(s) (inf or nan), as the file does"
+    import warnings
+
+    warnings.warn(message, NonFiniteWarning, stacklevel=3)
 
 
 def _assign(params: list, values: list) -> None:
@@ -734,7 +836,9 @@ def load_params(
             )
         except ValueError as exc:
             raise ValueError(f"{checkpoint.source}: {exc}; no parameter was changed") from exc
-    # 3. assign
+    # 3. assign (saying so first if a value is not finite)
+    for i, (param, value) in enumerate(zip(params, values, strict=True)):
+        _warn_non_finite(checkpoint.source, i, param, np.asarray(value), ready[i])
     _assign(params, ready)
     return checkpoint
 
@@ -888,8 +992,40 @@ _NAMED_ROLES = {
 AMBIGUOUS = "ambiguous: bias or batch norm?"
 
 
+def _positive(value) -> bool:
+    value = np.asarray(value)
+    return value.dtype.kind == "f" and bool(np.all(np.isfinite(value) & (value > 0)))
+
+
+def _biased_batch_norm(values: Sequence, shapes: list, i: int) -> list | None:
+    """Roles of a run of 5 arrays of one shape from ``values[i]``, when layer order tells them.
+
+    After the weight of a layer whose outputs the run's shape counts, the
+    run is either that layer's bias and a batch norm (``b, beta, gamma,
+    mean, statistic``: the fifth is > 0) or a batch norm and a
+    parameter-only layer such as a PReLU (``beta, gamma, mean, statistic,
+    alpha``: the fourth is > 0).  Exactly one of them fitting tells; None
+    where both or neither do, or where no such weight comes first.
+    """
+    if i == 0 or len(shapes[i]) != 1:
+        return None
+    weight, units = shapes[i - 1], shapes[i][0]
+    # a dense layer's W is (inputs, units); a convolution's (units, channels, *kernel)
+    if not (len(weight) == 2 and weight[1] == units) and not (
+        len(weight) >= 3 and weight[0] == units
+    ):
+        return None
+    bias_first = _positive(values[i + 4])
+    extra_last = _positive(values[i + 3])
+    if bias_first and not extra_last:
+        return ["bias", "bn beta", "bn gamma", "bn mean", "bn inv_std or var"]
+    if extra_last and not bias_first:
+        return ["bn beta", "bn gamma", "bn mean", "bn inv_std or var", None]
+    return None
+
+
 def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list[str | None]:
-    """Which arrays look like a BatchNormLayer's parameters (``'bn beta'`` ... or None).
+    """Which arrays look like BatchNormLayer parameters (``'bn beta'`` ..., ``'bias'`` or None).
 
     The heuristic, for values in ``get_all_params`` order:
 
@@ -903,7 +1039,11 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
        shape whose last is all finite and > 0 is taken as ``beta, gamma,
        mean, statistic``; a run of exactly 3 as ``beta or gamma, mean,
        statistic``; a run of 8, 12 ... as twos, threes ... of those fours.
-       Any other run (5 arrays: a bias kept before a batch norm, say) is
+       A run of 5 right after the weight of the layer it belongs to is
+       that layer's bias (``'bias'``) and a batch norm, or a batch norm and
+       a parameter-only layer (a PReLU's alpha), where the values tell
+       which (the statistic is > 0, the mean of the other reading is not).
+       Any other run (a run of 5 where nothing tells, 6, 7 ...) is
        marked :data:`AMBIGUOUS`: shapes cannot tell which are statistics.
 
     The statistic is called ``inv_std or var``: the values do not tell them
@@ -932,7 +1072,10 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
         while j + 1 < n and shapes[j + 1] == shapes[i]:
             j += 1
         run = j - i + 1
-        if shapes[i] != () and run >= 3 and run % 4 and run != 3:
+        biased = _biased_batch_norm(values, shapes, i) if run == 5 else None
+        if biased is not None:
+            roles[i : j + 1] = biased
+        elif shapes[i] != () and run >= 3 and run % 4 and run != 3:
             # a run of 5, 6, 7, 9 ...: a layer that kept its bias next to a
             # batch norm, or a batch norm without beta or gamma: which arrays
             # are which cannot be told from shapes, and a wrong guess would

@@ -200,6 +200,28 @@ def get_output(layer_or_layers, inputs=None, return_updates: bool = False, **kwa
     return _get_output(layer_or_layers, inputs, kwargs)
 
 
+def _tag_with_layer(output, layer_inputs, layer, position: int) -> None:
+    """Tag what ``layer`` built (its output, the variables before it, its parameters).
+
+    :class:`lasagne_bn.nan_guard.NanGuardMode` names the layer from the tag
+    (:data:`lasagne_bn.nan_guard.LAYER_TAG`); the first layer to build or
+    own a variable keeps it.
+    """
+    from pytensor.graph.basic import Variable
+    from pytensor.graph.traversal import ancestors
+
+    tag = (position, layer)
+    inputs = layer_inputs if isinstance(layer_inputs, list) else [layer_inputs]
+    stop = [v for v in inputs if isinstance(v, Variable)]
+    outputs = output if isinstance(output, list | tuple) else [output]
+    built = [v for v in outputs if isinstance(v, Variable)]
+    for var in [*ancestors(built, blockers=stop), *layer.params]:
+        if getattr(var, "tag", None) is not None and not hasattr(var.tag, "lasagne_bn_layer"):
+            if var in stop:
+                continue
+            var.tag.lasagne_bn_layer = tag
+
+
 def _get_output(layer_or_layers, inputs, kwargs):
     from lasagne_bn.layers.base import Layer, MergeLayer
     from lasagne_bn.layers.input import InputLayer
@@ -246,6 +268,7 @@ def _get_output(layer_or_layers, inputs, kwargs):
                 f"layer {layer!r}; pass a dictionary mapping this layer to an input expression"
             ) from None
         all_outputs[layer] = layer.get_output_for(layer_inputs, **kwargs)
+        _tag_with_layer(all_outputs[layer], layer_inputs, layer, all_layers.index(layer))
         try:
             accepted_kwargs |= set(utils.inspect_kwargs(layer.get_output_for))
         except (TypeError, ValueError):

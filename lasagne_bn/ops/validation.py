@@ -9,9 +9,11 @@ from one :class:`Range`: NumPy ``perform`` calls :meth:`Range.check`, the
 Numba wrappers test :meth:`Range.source` and the C code
 :meth:`Range.c_source`, and JAX traces :meth:`Range.holds`; whichever finds
 a bad value, the error is raised by :meth:`Range.check`, so its type and
-message are the same everywhere.  (Under JAX the ``ValueError`` reaches the
-caller inside JAX's own ``JaxRuntimeError``, message included: a traced
-program cannot raise, so a bad value is sent to the host to raise there.)
+message are the same everywhere.  (Under PyTensor's ``mode="JAX"`` the
+``ValueError`` reaches the caller inside JAX's own ``JaxRuntimeError``,
+message included: a traced program cannot raise, so a bad value is sent to
+the host to raise there; :func:`lasagne_bn.ops.jax.linker.jax_mode`, which
+the compat ``theano.function`` uses for ``mode='JAX'``, raises it as itself.)
 
 The rules:
 

@@ -128,7 +128,9 @@ def function(*args, **kwargs):
     the function compiles with :func:`lasagne_bn.ops.numba.linker.big_graph_mode`:
     the same rewrites and kernels, and graphs too big for one Numba function
     (a ResNet-50 training step) compiled node by node, as Theano compiled
-    them, instead of exhausting memory.
+    them, instead of exhausting memory.  ``mode='JAX'`` (named, or the
+    default) compiles with :func:`lasagne_bn.ops.jax.linker.jax_mode`: the
+    same mode, whose run-time argument checks raise our ``ValueError``.
     """
     global on_first_compile
     notice, on_first_compile = on_first_compile, None
@@ -144,7 +146,23 @@ def function(*args, **kwargs):
     mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
     if mode is None and numba_linker.is_default_numba_mode(None):
         kwargs["mode"] = numba_linker.big_graph_mode()
+    elif _is_jax_mode_name(mode):
+        # the same mode, whose run-time argument checks raise our ValueError
+        # rather than JAX's CpuCallback error that holds it
+        from lasagne_bn.ops.jax.linker import jax_mode
+
+        if len(args) > 2:
+            args = (*args[:2], jax_mode(), *args[3:])
+        else:
+            kwargs["mode"] = jax_mode()
     return _pt_function(*args, **kwargs)
+
+
+def _is_jax_mode_name(mode) -> bool:
+    """Whether ``mode`` (None: the configured default) names PyTensor's ``"JAX"`` mode."""
+    if mode is None:
+        mode = _pytensor.config.mode
+    return isinstance(mode, str) and mode.upper() == "JAX"
 
 
 def clone(output, replace=None, strict=True, share_inputs=True, copy_inputs=None):

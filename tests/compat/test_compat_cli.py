@@ -376,3 +376,21 @@ def test_cli_lint(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "bn: bias-before-bn: fc keeps its bias" in proc.stdout
     assert "3 finding(s)" in proc.stdout
+
+
+def test_run_without_a_script_says_only_that_script_is_required(lasagne_bn_cmd):
+    status, _, err = lasagne_bn_cmd("run")
+    assert status == 2
+    assert err.strip().endswith("error: the following arguments are required: SCRIPT"), err
+
+
+def test_convert_of_a_hostile_gzipped_pickle_names_the_file(lasagne_bn_cmd, tmp_path):
+    import gzip
+
+    path = tmp_path / "evil.pkl.gz"
+    path.write_bytes(gzip.compress(b"cos\nsystem\n(S'touch pwned'\ntR."))
+    for args in (("inspect", path), ("convert", path, tmp_path / "o.npz")):
+        status, _, err = lasagne_bn_cmd(*args)
+        assert status == 2 and err.count("\n") == 1, err
+        assert str(path) in err and "os.system" in err, err
+    assert not (tmp_path / "o.npz").exists() and not (tmp_path / "pwned").exists()

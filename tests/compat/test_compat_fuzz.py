@@ -128,3 +128,114 @@ def test_failed_load_changes_no_parameter(data, net, tmp_path):
     else:  # restore for the next example
         for p, v in zip(net.params, before, strict=True):
             p.set_value(v)
+
+
+# --------------------------------------------------------------------------
+# a longer campaign, and both under an address-space limit
+
+
+def _campaign_inputs(n: int, seed: int):
+    """``n`` broken files made as :func:`broken_files` makes them, from a plain RNG (fast)."""
+    rng = np.random.default_rng(seed)
+    names = sorted(SEEDS)
+    for _ in range(n):
+        kind = rng.integers(4)
+        if kind == 0:
+            yield rng.bytes(int(rng.integers(0, 513)))
+            continue
+        seed_bytes = SEEDS[names[rng.integers(len(names))]]
+        if kind == 1:
+            yield seed_bytes[: int(rng.integers(0, max(len(seed_bytes), 1)))]
+            continue
+        data = bytearray(seed_bytes)
+        if kind == 2:
+            for _ in range(int(rng.integers(1, 9))):
+                data[int(rng.integers(len(data)))] = int(rng.integers(256))
+            yield bytes(data)
+        else:
+            at = int(rng.integers(len(data) + 1))
+            yield bytes(data[:at]) + rng.bytes(int(rng.integers(0, 65))) + bytes(data[at:])
+
+
+def campaign(n: int, seed: int = 0) -> dict:
+    """Every reader on ``n`` broken files; counts of outcomes (raises on anything undocumented)."""
+    net = Net()
+    before = net.snapshot()
+    counts: dict[str, int] = {}
+    readers = {
+        "read_checkpoint": lambda f: cio.read_checkpoint(f, max_bytes=LIMIT),
+        "inspect_checkpoint": lambda f: cio.inspect_checkpoint(f, max_bytes=LIMIT),
+        "load_network": lambda f: cio.load_network(f, max_bytes=LIMIT),
+        "load_params": lambda f: cio.load_params(net.out, f, allow_downcast=True, max_bytes=LIMIT),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for data in _campaign_inputs(n, seed):
+            for name, read in readers.items():
+                try:
+                    read(io.BytesIO(data))
+                    outcome = "ok"
+                except DOCUMENTED as exc:
+                    _one_line(exc)
+                    outcome = type(exc).__name__
+                    if name == "load_params":
+                        assert net.unchanged_since(before), data
+                except Exception as exc:
+                    message = f"{name}: {type(exc).__name__}: {exc} on {data!r}"
+                    raise AssertionError(message) from exc
+                if name == "load_params" and outcome == "ok":
+                    for p, v in zip(net.params, before, strict=True):
+                        p.set_value(v)
+                counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def test_a_short_campaign_ends_in_success_or_documented_errors():
+    counts = campaign(300, seed=1)
+    assert sum(counts.values()) == 4 * 300 and counts.get("LegacyFormatError")
+
+
+def _limited_child(code: str, tmp_path, timeout: float):
+    from test_compat_memory import run_limited
+
+    return run_limited(code, tmp_path, timeout=timeout)
+
+
+def test_fuzz_tests_pass_under_a_1_5_gib_address_space_limit(tmp_path):
+    """The hypothesis tests above, in a child whose address space is limited (``ulimit -v``)."""
+    child = _limited_child(
+        f"""
+        import sys, pytest
+        args = ["-n", "0", "-q", "-p", "no:cacheprovider", "-k", "every_reader or failed_load"]
+        sys.exit(pytest.main([*args, {__file__!r}]))
+        """,
+        tmp_path,
+        timeout=1200,
+    )
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-3000:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="numpy prints 'get_clear_loop not set for the DType' tracebacks (about 16 in "
+    "400,000 reads) while freeing arrays whose dtype a crafted pickle state mutated (a "
+    "float32 dtype flagged as holding objects); none reaches the caller (follow-up: "
+    "validate dtype states while unpickling)",
+)
+def test_a_campaign_of_100_000_inputs_under_the_limit(tmp_path):
+    """100,000 broken files through every reader (400,000 reads) under ``ulimit -v`` 1.5 GiB."""
+    child = _limited_child(
+        """
+        import json
+        from test_compat_fuzz import campaign
+        print(json.dumps(campaign(100_000, seed=2)))
+        """,
+        tmp_path,
+        timeout=3600,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    import json
+
+    counts = json.loads(child.stdout.splitlines()[-1])
+    assert sum(counts.values()) == 400_000, counts
+    assert "Traceback" not in child.stderr, child.stderr[-3000:]

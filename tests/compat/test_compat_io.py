@@ -8,6 +8,7 @@ import os
 import pickle
 import pickletools
 import subprocess
+import warnings
 
 import numpy as np
 import pytensor
@@ -468,6 +469,23 @@ class TestRefusals:
         with pytest.raises(TypeError, match="value 3 has dtype complex128"):
             cio.load_params(net.out, path)
         assert net.unchanged_since(before)
+
+    def test_a_downcast_that_overflows_is_never_silent(self, f32_net, tmp_path):
+        values = mlp_values(8, dtype="float64")
+        values[5][1, 2] = 1e300  # out.W: beyond float32, becomes inf when cast
+        path = tmp_path / "huge.npz"
+        path.write_bytes(npz_bytes(values))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            cio.load_params(f32_net.out, path, allow_downcast=True)
+        ours = [w for w in seen if issubclass(w.category, cio.NonFiniteWarning)]
+        assert len(ours) == 1, [str(w.message) for w in seen]
+        message = str(ours[0].message)
+        assert str(path) in message and "value 5 (out.W)" in message and "1 value" in message
+        assert "inf" in message and "\n" not in message
+        # numpy's own "overflow encountered in cast" is not shown beside it
+        assert not [w for w in seen if "overflow encountered" in str(w.message)]
+        assert np.isinf(f32_net.params[5].get_value()[1, 2])
 
     def test_bad_statistics_into_a_var_network(self, var_net, tmp_path):
         values = mlp_values(9)

@@ -129,24 +129,58 @@ def test_convert_twice_is_refused(lasagne_bn_cmd, net, tmp_path):  # noqa: F811
     assert cio.read_checkpoint(back).stat_storage is None
 
 
-def test_guess_refuses_a_bias_kept_before_a_batch_norm(lasagne_bn_cmd, tmp_path):  # noqa: F811
-    """W, b, beta, gamma, mean, inv_std: five arrays of one shape in a row."""
+def _biased(mean, first_weight=True):
+    """W, b, beta, gamma, mean, inv_std, W2: a dense layer that kept its bias, then batch norm."""
     r = np.random.RandomState(0)
     values = [
         r.randn(4, 5),
         r.randn(5),
         r.randn(5),
         np.abs(r.randn(5)),
-        r.randn(5),
+        mean,
         np.abs(r.randn(5)) + 0.1,
         r.randn(5, 2),
     ]
+    return values if first_weight else values[1:]
+
+
+BN = ["bn beta", "bn gamma", "bn mean", "bn inv_std or var"]
+
+
+def test_guess_tells_a_bias_kept_before_a_batch_norm_by_layer_order(lasagne_bn_cmd, tmp_path):  # noqa: F811
+    """Five arrays of one shape after a weight: the bias comes right after its weight.
+
+    The other reading (a batch norm, then a parameter-only layer such as a
+    PReLU's alpha) would put the statistic fourth: a mean of both signs
+    cannot be one.
+    """
+    values = _biased(np.array([0.3, -1.2, 0.5, -0.1, 2.0]))
     path = tmp_path / "biased.npz"
     np.savez(path, *values)
-    roles = cio.guess_bn_roles(values)
-    assert roles[1:6] == [cio.AMBIGUOUS] * 5
+    assert cio.guess_bn_roles(values) == [None, "bias", *BN, None]
     status, out, _ = lasagne_bn_cmd("inspect", path)
-    assert status == 0 and "arrays 1, 2, 3, 4, 5: one shape in a row" in out
-    status, _, err = lasagne_bn_cmd("convert", path, tmp_path / "o.npz", "--to", "var", "--guess")
-    assert status == 2 and "--guess would be a guess" in err and "--network" in err
-    assert not (tmp_path / "o.npz").exists()
+    assert status == 0 and "one shape in a row" not in out
+    assert "1 batch-norm layer(s): their statistics are arrays 5" in out
+    status, out, err = lasagne_bn_cmd(
+        "convert", path, tmp_path / "o.npz", "--to", "var", "--guess"
+    )
+    assert status == 0, err
+    assert "arrays 5 converted inv_std -> var" in out
+
+
+def test_guess_declines_where_layer_order_does_not_tell(lasagne_bn_cmd, tmp_path):  # noqa: F811
+    # a mean > 0 everywhere fits both readings; with no weight before the
+    # run, nothing says where the layer starts
+    for values in (_biased(np.abs(np.arange(5.0)) + 1), _biased(np.zeros(5) - 1, False)):
+        roles = cio.guess_bn_roles(values)
+        start = 1 if len(values) == 7 else 0
+        assert roles[start : start + 5] == [cio.AMBIGUOUS] * 5, roles
+        path = tmp_path / "biased.npz"
+        np.savez(path, *values)
+        status, out, _ = lasagne_bn_cmd("inspect", path)
+        assert status == 0 and "one shape in a row" in out
+        status, _, err = lasagne_bn_cmd(
+            "convert", path, tmp_path / "o.npz", "--to", "var", "--guess"
+        )
+        assert status == 2 and "--guess would be a guess" in err and "--network" in err
+        assert not (tmp_path / "o.npz").exists()

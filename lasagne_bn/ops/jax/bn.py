@@ -33,6 +33,7 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
     running_average_update,
 )
+from lasagne_bn.ops.jax.linker import raised_on_host
 from lasagne_bn.ops.layout import reduced_size, stat_shape
 from lasagne_bn.ops.validation import EPSILON, RUNNING_AVERAGE_FACTOR, Range, RangeCheck
 
@@ -175,7 +176,8 @@ def _scalar_check(node, index: int, rule: Range):
     host (``jax.pure_callback``, a branch of ``lax.cond``) where
     :meth:`Range.check` raises, since JAX cannot raise on a traced value.
     The error reaches the caller inside JAX's ``JaxRuntimeError``, whose
-    message contains ours (``"epsilon=-1.0 is out of range: ..."``).
+    message contains ours (``"epsilon=-1.0 is out of range: ..."``), or,
+    under :func:`lasagne_bn.ops.jax.linker.jax_mode`, as itself.
 
     Returns a function of the traced value that returns it, to be used in
     its place (so the check stays in the computation), or None.
@@ -185,6 +187,12 @@ def _scalar_check(node, index: int, rule: Range):
         rule.check(value)  # the message of every other mode, word for word
         return value
 
+    def check_on_host(value):
+        try:
+            return np.asarray(check(value), value.dtype)
+        except ValueError as error:  # raised again as itself by linker.JAXLinker
+            raise raised_on_host(error) from None
+
     variable = node.inputs[index]
     if isinstance(variable, Constant):
         check(np.asarray(variable.data))
@@ -192,9 +200,7 @@ def _scalar_check(node, index: int, rule: Range):
 
     def on_host(value):
         result = jax.ShapeDtypeStruct(value.shape, value.dtype)
-        return jax.pure_callback(
-            lambda v: np.asarray(check(v), v.dtype), result, value, vmap_method="sequential"
-        )
+        return jax.pure_callback(check_on_host, result, value, vmap_method="sequential")
 
     def traced_check(value):
         # a callback on every call would cost about a millisecond on CPU

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pytensor.compile import *  # noqa: F403
 from pytensor.compile.ops import wrap_py as as_op  # noqa: F401  (PyTensor's as_op is a deprecated alias)
 
+from lasagne_bn.nan_guard import NanGuardMode  # noqa: F401  (names the layer of a NaN)
 from lasagne_bn_compat._names import delegate
 
 _SUBMODULES = {
