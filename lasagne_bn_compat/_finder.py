@@ -104,6 +104,18 @@ def _exists(module_name: str) -> bool:
         return False
 
 
+def _refuse_cudnn_as_theano_did(fullname: str) -> None:
+    from lasagne_bn_compat.theano._config import cudnn_refusal
+
+    reason = cudnn_refusal()
+    if reason is not None:
+        raise ImportError(
+            f"{fullname} requires GPU support and Theano's flags say {reason} (as in "
+            "Theano; without that flag the cuDNN layers run on lasagne_bn's ops)",
+            name=fullname,
+        )
+
+
 def resolve(fullname: str) -> str:
     """The module that the legacy module ``fullname`` stands for.
 
@@ -119,6 +131,8 @@ def resolve(fullname: str) -> str:
             f"{fullname} has no counterpart on PyTensor 3 / lasagne_bn: {advice} ({GUIDE})",
             name=fullname,
         )
+    if fullname == "lasagne.layers.dnn":
+        _refuse_cudnn_as_theano_did(fullname)
     shim = "lasagne_bn_compat." + fullname
     if _exists(shim):
         return shim

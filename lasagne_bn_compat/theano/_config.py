@@ -16,7 +16,7 @@ import pytensor
 
 from lasagne_bn_compat._flags import IMPORT_TIME_OPTIONS
 
-__all__ = ["TheanoConfig", "apply_theano_flags", "config"]
+__all__ = ["TheanoConfig", "apply_theano_flags", "config", "cudnn_refusal"]
 
 _NO_GPU = (
     "PyTensor has no CUDA/gpuarray backend; to run on a GPU, compile with mode='JAX' "
@@ -136,6 +136,34 @@ class TheanoConfig:
 
 config = TheanoConfig()
 
+#: Theano options that, set to a CPU device or ``dnn.enabled=False``, made
+#: Lasagne's ``lasagne.layers.dnn`` raise ``ImportError``.
+_CUDNN_SWITCHES = ("device", "dnn__enabled")
+
+
+def cudnn_refusal() -> str | None:
+    """Why ``lasagne.layers.dnn`` must not import, as in Theano, or None.
+
+    Theano had cuDNN only on a GPU device, so the cuDNN layers imported
+    only there; code written ``try: from lasagne.layers.dnn import
+    Conv2DDNNLayer as ConvLayer / except ImportError: Conv2DLayer`` took the
+    ``Conv2DLayer`` branch (``flip_filters=True``) on the CPU.  Unset, the
+    shims act as a cuDNN machine (the GPU-era models run); ``device=cpu``
+    or ``dnn.enabled=False``, given in ``THEANO_FLAGS`` or set on
+    ``theano.config``, chooses the CPU branch as Theano did.
+
+    >>> from lasagne_bn_compat.theano._config import cudnn_refusal
+    >>> reason = cudnn_refusal()  # e.g. "device='cpu'" after THEANO_FLAGS=device=cpu
+    >>> reason is None or reason.startswith(("device=", "dnn.enabled"))
+    True
+    """
+    device = str(config._ignored.get("device", ""))
+    if device.startswith("cpu"):
+        return f"device={device!r}"
+    if str(config._ignored.get("dnn__enabled", "")) == "False":
+        return "dnn.enabled=False"
+    return None
+
 
 def apply_theano_flags(flags: str) -> dict[str, str]:
     """Apply a ``THEANO_FLAGS`` string (``"floatX=float32,mode=FAST_COMPILE"``).
@@ -165,6 +193,11 @@ def apply_theano_flags(flags: str) -> dict[str, str]:
             continue
         if key in THEANO_ONLY:
             is_gpu = key == "device" and not value.startswith("cpu")
+            if key in _CUDNN_SWITCHES and not is_gpu:
+                # Honoured: like Theano, these keep lasagne.layers.dnn unimportable.
+                config._ignored[key] = value
+                if key == "device" or value == "False":
+                    continue
             if is_gpu or key.partition("__")[0] in ("gpuarray", "cuda", "dnn", "lib", "nvcc"):
                 ignored[name] = _NO_GPU
             else:

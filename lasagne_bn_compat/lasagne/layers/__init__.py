@@ -26,6 +26,7 @@ from lasagne_bn.layers import (  # noqa: F401
     special,
 )
 from lasagne_bn_compat._names import missing_names
+from lasagne_bn_compat.theano._config import cudnn_refusal
 
 __all__ = list(_layers.__all__)
 
@@ -41,6 +42,8 @@ def _submodule(name: str):
     if not name.isidentifier():
         raise KeyError(name)
     if importlib.util.find_spec(module_name) is None:
+        if name == "dnn" and cudnn_refusal() is not None:
+            raise KeyError(name)  # Theano without cuDNN had no lasagne.layers.dnn
         module_name = f"lasagne_bn_compat.lasagne.layers.{name}"
         if name.startswith("_") or importlib.util.find_spec(module_name) is None:
             raise KeyError(name)

@@ -7,6 +7,12 @@ the outputs are computed by lasagne_bn's Ops (any mode; ``mode='JAX'`` for a
 GPU).  What cuDNN refused stays refused (``ignore_border=False`` pooling,
 batch norm over other axes).
 
+With ``device=cpu`` or ``dnn.enabled=False`` in ``THEANO_FLAGS`` (or set on
+``theano.config`` first), ``import lasagne.layers.dnn`` raises ``ImportError``
+as Lasagne did without a cuDNN GPU, so ``try: ... except ImportError:``
+fallbacks to ``Conv2DLayer`` take the branch they took on a CPU
+(:func:`lasagne_bn_compat.theano._config.cudnn_refusal`).
+
 The 3-D layers and ``SpatialPyramidPoolingDNNLayer`` are built on
 lasagne_bn's ``Conv3DLayer``, ``Pool3DLayer`` / ``MaxPool3DLayer`` and
 ``SpatialPyramidPoolingLayer``; without them they raise an ``ImportError``
