@@ -103,3 +103,22 @@ def test_theano_style_construction():
     jv = T.Rop(T.dot(W, x), x, T.ones_like(x))
     f = pytensor.function([x], jv, mode="FAST_COMPILE")
     np.testing.assert_allclose(f(np.ones(2)), [1.0, 1.0])
+
+
+def test_stack_takes_tensors_as_separate_arguments_as_theano_did():
+    # Keras 2's Theano backend calls T.stack(a, b, c); Theano 1.0 stacked
+    # them along axis 0, as stack([a, b, c]) does.
+    import theano.tensor as T
+
+    a, b, c = T.vector("a"), T.vector("b"), T.vector("c")
+    values = {v: np.arange(3, dtype=v.dtype) + n for n, v in enumerate((a, b, c))}
+    expected = np.stack(list(values.values()))
+    for stacked in (T.stack(a, b, c), T.stack([a, b, c]), T.stack(tensors=[a, b, c])):
+        np.testing.assert_array_equal(stacked.eval(values), expected)
+    two = {a: values[a], b: values[b]}
+    np.testing.assert_array_equal(T.stack([a, b], axis=1).eval(two), expected[:2].T)
+    assert T.stack(a).eval({a: values[a]}).shape == (1, 3)
+    with pytest.raises(TypeError, match=r"stack\(\): expected a list of tensors, got none"):
+        T.stack()
+    with pytest.raises(TypeError, match=r"stack\(\): unexpected keyword arguments \['axes'\]"):
+        T.stack([a], axes=0)

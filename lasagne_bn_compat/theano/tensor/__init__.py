@@ -134,6 +134,27 @@ def batched_tensordot(x, y, axes=2):
     return _vectorize_graph(core, {x_core: x, y_core: y})
 
 
+def stack(*tensors, axis=0, **kwargs):
+    """Theano's ``stack``: ``stack([a, b], axis=0)``, ``stack(tensors=[a, b])``, or the
+    older ``stack(a, b, c)`` with the tensors as separate arguments (along axis 0).
+
+    >>> import numpy as np
+    >>> stack(np.float32(1), np.float32(2)).eval()
+    array([1., 2.], dtype=float32)
+    """
+    if "tensors" in kwargs:
+        if tensors:
+            raise TypeError("stack(): got tensors both by position and as tensors=")
+        tensors = (kwargs.pop("tensors"),)
+    if kwargs:
+        raise TypeError(f"stack(): unexpected keyword arguments {sorted(kwargs)}")
+    if not tensors:
+        raise TypeError("stack(): expected a list of tensors, got none")
+    if len(tensors) == 1 and isinstance(tensors[0], list | tuple):
+        return _pt.stack(list(tensors[0]), axis=axis)
+    return _pt.stack(list(tensors), axis=axis)
+
+
 def batched_dot(a, b):
     """``dot(a[i], b[i])`` for every ``i`` of the first (batch) axis, as Theano's.
 
