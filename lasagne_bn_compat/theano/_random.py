@@ -8,6 +8,8 @@ numbers differ from Theano's (other generators), the distributions do not.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytensor
 import pytensor.tensor.random.basic as _rv
@@ -68,9 +70,31 @@ class RandomStreams:
         """Uniform numbers in ``[low, high)``."""
         return self._draw(_rv.uniform, low, high, size=size, dtype=self._float(dtype))
 
-    def normal(self, size=None, avg=0.0, std=1.0, ndim=None, dtype=None, nstreams=None, **kw):
-        """Normal numbers with mean ``avg`` and standard deviation ``std``."""
-        return self._draw(_rv.normal, avg, std, size=size, dtype=self._float(dtype))
+    def normal(
+        self,
+        size=None,
+        avg=0.0,
+        std=1.0,
+        ndim=None,
+        dtype=None,
+        nstreams=None,
+        truncate=False,
+        **kw,
+    ):
+        """Normal numbers with mean ``avg`` and standard deviation ``std``.
+
+        ``truncate=True`` (``MRG_RandomStreams``'): only values within two
+        standard deviations of ``avg``, distributed as the normal is there.
+        """
+        dtype = self._float(dtype)
+        if not truncate:
+            return self._draw(_rv.normal, avg, std, size=size, dtype=dtype)
+        # The inverse of the normal's CDF over the uniform numbers whose image
+        # is [-2, 2): erf(sqrt(2)) bounds 2u - 1 there.
+        bound = math.erf(math.sqrt(2.0))
+        v = self._draw(_rv.uniform, -bound, bound, size=size, dtype=dtype)
+        z = pytensor.tensor.clip(np.sqrt(2.0).astype(dtype) * pytensor.tensor.erfinv(v), -2, 2)
+        return avg + std * z
 
     def binomial(self, size=None, n=1, p=0.5, ndim=None, dtype="int64", nstreams=None, **kw):
         """Binomial counts (``n=1``: Bernoulli draws with probability ``p``)."""

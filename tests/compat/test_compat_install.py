@@ -305,6 +305,22 @@ class TestTensorExtras:
         again = MRG_RandomStreams(seed=123).uniform((200,))
         assert np.array_equal(theano.function([], again, mode="FAST_COMPILE")(), u1)
 
+    def test_mrg_truncated_normal_stays_within_two_standard_deviations(self):
+        # Keras 2's truncated_normal calls MRG_RandomStreams.normal(truncate=True).
+        import theano
+        from theano.sandbox.rng_mrg import MRG_RandomStreams
+
+        srng = MRG_RandomStreams(seed=7)
+        draws = srng.normal((100_000,), avg=1.0, std=3.0, truncate=True, dtype="float32")
+        value = theano.function([], draws, mode="FAST_COMPILE")()
+        assert value.dtype == np.float32
+        assert -5.0 <= value.min() and value.max() <= 7.0
+        assert value.min() < -4.9 and value.max() > 6.9  # the whole interval, not a clip
+        # The normal truncated at two standard deviations: std 0.8796 sigma.
+        assert abs(value.mean() - 1.0) < 0.05 and abs(value.std() - 3.0 * 0.8796) < 0.03
+        plain = theano.function([], srng.normal((100_000,), std=3.0), mode="FAST_COMPILE")()
+        assert np.abs(plain).max() > 6.0  # truncate=False is the whole normal
+
 
 @pytest.mark.usefixtures("legacy")
 def test_theano_variable_without_owner_and_isinstance():
