@@ -35,7 +35,7 @@ from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import GraphRewriter, dfs_rewriter, node_rewriter
 from pytensor.scalar.basic import ScalarType
-from pytensor.tensor.basic import Join, MakeVector
+from pytensor.tensor.basic import Join, MakeVector, Split
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.ofg import inline_ofg_node
 from pytensor.tensor.shape import Shape, Shape_i
@@ -208,6 +208,39 @@ def _register_jax() -> None:
             return results[0] if single else tuple(results)
 
         return static_shape_expr
+
+    # PyTensor's JAX Split sums non-constant split sizes with jnp.cumsum,
+    # which makes even our NumPy sizes traced (the gradient of a
+    # concatenation with an input of unknown static width: T.concatenate
+    # of a conditioning vector in DCGANs).  Sizes from a StaticShapeExpr
+    # are concrete while tracing, so split with NumPy's cumsum.
+    base_split = jax_funcify.dispatch(Split)
+
+    @jax_funcify.register(Split)
+    def jax_funcify_Split_static(op, node, **kwargs):
+        _, axis_var, splits_var = node.inputs
+        if not (
+            isinstance(axis_var, Constant)
+            and splits_var.owner is not None
+            and isinstance(splits_var.owner.op, StaticShapeExpr)
+        ):
+            return base_split(op, node, **kwargs)
+        axis = int(axis_var.data)
+
+        def split(x, _axis, splits):
+            import jax.numpy as jnp
+
+            splits = np.asarray(splits)
+            if len(splits) != op.len_splits:
+                raise ValueError(f"Split: {len(splits)} split sizes for {op.len_splits} outputs")
+            if (splits < 0).any() or splits.sum() != x.shape[axis]:
+                raise ValueError(
+                    f"Split: sizes {splits.tolist()} do not split axis {axis} of length "
+                    f"{x.shape[axis]}"
+                )
+            return jnp.split(x, np.cumsum(splits[:-1]), axis=axis)
+
+        return split
 
     _registered.append(True)
 
