@@ -18,6 +18,8 @@ same test with the same other parameters runs in the mode it repeats; otherwise
 
 from __future__ import annotations
 
+import os
+
 import pytensor
 import pytest
 
@@ -35,6 +37,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run the full tier: the tests marked slow and the repeated modes as well",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("LBN_COMPILE_LOG"):  # where a cold run's time goes (compile_log.py)
+        import compile_log
+
+        config.pluginmanager.register(compile_log, "lbn_compile_log")
+        compile_log.start()
 
 
 def _twins(item: pytest.Item) -> list[tuple]:

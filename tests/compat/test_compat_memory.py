@@ -344,7 +344,8 @@ def test_the_file_tests_pass_under_a_1_5_gib_address_space_limit(tmp_path):
     compiler aborts the whole process once numba, torch and jax together
     hold most of the 1.5 GiB (reading is not what it tests).
     """
-    args = ["-n", "0", "-q", "-p", "no:cacheprovider", "-k", "not jax"]
+    # --full: the child runs what it is given, slow or not (the tiers are the parent's).
+    args = ["-n", "0", "-q", "-p", "no:cacheprovider", "--full", "-k", "not jax"]
     files = [str(ROOT / f) for f in FILE_TESTS]
     child = run_limited(
         f"import sys, pytest\nsys.exit(pytest.main({[*args, *files]!r}))\n",

@@ -1,0 +1,84 @@
+"""Where a cold test run's time goes: each worker's Numba and C compilations, as JSON lines.
+
+Enabled by ``LBN_COMPILE_LOG=DIR`` (``tests/conftest.py`` loads it): every worker
+appends ``{"kind", "what", "test", "seconds"}`` records to ``DIR/<worker>.jsonl``,
+``kind`` being ``numba`` (one dispatcher compiling one signature, nested calls
+included in the outer one's time) or ``c`` (PyTensor compiling one C module).
+``benchmarks/compile_report.py`` sums them per kernel and per test file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+_current_test = ["(collection)"]
+_out: list = []
+
+
+def _write(kind: str, what: str, seconds: float) -> None:
+    if _out:
+        rec = {"kind": kind, "what": what, "test": _current_test[0], "seconds": round(seconds, 3)}
+        _out[0].write(json.dumps(rec) + "\n")
+        _out[0].flush()
+
+
+def _install_numba() -> None:
+    from numba.core import event
+
+    class Listener(event.Listener):
+        def __init__(self) -> None:
+            self.depth = 0
+            self.starts: list[float] = []
+
+        def on_start(self, ev) -> None:
+            self.starts.append(time.perf_counter())
+
+        def on_end(self, ev) -> None:
+            seconds = time.perf_counter() - self.starts.pop()
+            if self.starts:  # nested: counted in the outer compilation
+                return
+            disp = ev.data.get("dispatcher")
+            name = getattr(getattr(disp, "py_func", None), "__qualname__", repr(disp))
+            module = getattr(getattr(disp, "py_func", None), "__module__", "")
+            _write("numba", f"{module}.{name}{tuple(str(a) for a in ev.data.get('args', ()))}", seconds)
+
+    event.register("numba:compile", Listener())
+
+
+def _install_c() -> None:
+    from pytensor.link.c import cmodule
+
+    original = cmodule.ModuleCache.module_from_key
+
+    def module_from_key(self, key, lnk=None):
+        start = time.perf_counter()
+        n_before = len(self.module_hash_to_key_data) if hasattr(self, "module_hash_to_key_data") else -1
+        try:
+            return original(self, key, lnk)
+        finally:
+            seconds = time.perf_counter() - start
+            if seconds > 0.2:  # a compilation, not a cache hit
+                what = type(lnk.fgraph.outputs[0].owner.op).__name__ if lnk is not None else "?"
+                _write("c", f"{what} (modules before: {n_before})", seconds)
+
+    cmodule.ModuleCache.module_from_key = module_from_key
+
+
+def start() -> None:
+    directory = Path(os.environ["LBN_COMPILE_LOG"])
+    directory.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _out.append(open(directory / f"{worker}.jsonl", "a"))  # noqa: SIM115 (open for the session)
+    _install_numba()
+    _install_c()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current_test[0] = item.nodeid
+    return (yield)
