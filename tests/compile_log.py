@@ -2,8 +2,9 @@
 
 Enabled by ``LBN_COMPILE_LOG=DIR`` (``tests/conftest.py`` loads it): every worker
 appends ``{"kind", "what", "test", "seconds"}`` records to ``DIR/<worker>.jsonl``,
-``kind`` being ``numba`` (one dispatcher compiling one signature, nested calls
-included in the outer one's time) or ``c`` (PyTensor compiling one C module).
+``kind`` being ``numba`` (one dispatcher compiling one signature, without the
+nested compilations of what it calls, which have their own records) or ``c``
+(PyTensor compiling one C module).
 ``benchmarks/compile_report.py`` sums them per kernel and per test file.
 """
 
@@ -31,21 +32,24 @@ def _install_numba() -> None:
     from numba.core import event
 
     class Listener(event.Listener):
+        """Each compilation's own time: a nested one (a kernel a graph calls) is
+        its own record, and is not counted again in its caller's."""
+
         def __init__(self) -> None:
-            self.depth = 0
-            self.starts: list[float] = []
+            self.stack: list[list[float]] = []  # [start, seconds of nested compilations]
 
         def on_start(self, ev) -> None:
-            self.starts.append(time.perf_counter())
+            self.stack.append([time.perf_counter(), 0.0])
 
         def on_end(self, ev) -> None:
-            seconds = time.perf_counter() - self.starts.pop()
-            if self.starts:  # nested: counted in the outer compilation
-                return
-            disp = ev.data.get("dispatcher")
-            name = getattr(getattr(disp, "py_func", None), "__qualname__", repr(disp))
-            module = getattr(getattr(disp, "py_func", None), "__module__", "")
-            _write("numba", f"{module}.{name}{tuple(str(a) for a in ev.data.get('args', ()))}", seconds)
+            start, nested = self.stack.pop()
+            total = time.perf_counter() - start
+            if self.stack:
+                self.stack[-1][1] += total
+            func = getattr(ev.data.get("dispatcher"), "py_func", None)
+            name = f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', '?')}"
+            args = tuple(str(a) for a in ev.data.get("args", ()))
+            _write("numba", f"{name}{args}", total - nested)
 
     event.register("numba:compile", Listener())
 
@@ -57,7 +61,9 @@ def _install_c() -> None:
 
     def module_from_key(self, key, lnk=None):
         start = time.perf_counter()
-        n_before = len(self.module_hash_to_key_data) if hasattr(self, "module_hash_to_key_data") else -1
+        n_before = (
+            len(self.module_hash_to_key_data) if hasattr(self, "module_hash_to_key_data") else -1
+        )
         try:
             return original(self, key, lnk)
         finally:

@@ -206,7 +206,8 @@ def test_fuzz_tests_pass_under_a_1_5_gib_address_space_limit(tmp_path):
     child = _limited_child(
         f"""
         import sys, pytest
-        args = ["-n", "0", "-q", "-p", "no:cacheprovider", "--full", "-k", "every_reader or failed_load"]
+        args = ["-n", "0", "-q", "-p", "no:cacheprovider", "--full"]
+        args += ["-k", "every_reader or failed_load"]
         sys.exit(pytest.main([*args, {__file__!r}]))
         """,
         tmp_path,

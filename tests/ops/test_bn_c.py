@@ -120,10 +120,19 @@ def assert_same(got, want, dtype):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"output {k}")
 
 
+# The default tier runs the cases the other tests here compile anyway, which
+# cover both C paths (inner == 1 and inner > 1) and both dtypes; every layout
+# also runs in the C VM in test_bn.py.  The rest wait for the full tier.
+DEFAULT_TIER_CASES = {"dense_f32", "spatial_f32", "spatial_f64", "per_activation_batch_of_one_f64"}
+
+
 # perform's running variance of a one-value batch is 0 * inf (NaN), and says so.
 @pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
 @pytest.mark.parametrize("mode_name", C_MODES)
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(
+    "name",
+    [n if n in DEFAULT_TIER_CASES else pytest.param(n, marks=pytest.mark.slow) for n in CASES],
+)
 def test_c_matches_perform(name, mode_name):
     got = run(name, mode_name)
     want = run(name, "py")
@@ -243,6 +252,7 @@ def test_c_raises_perform_error(bad, mode_name):
 # DebugMode: C and perform run side by side on every node
 
 
+@pytest.mark.slow  # the default tier's DebugMode check: test_bn_numerics.py
 def test_debugmode_compares_c_with_perform():
     x = pt.tensor4("x")
     g, b = pt.vector("g"), pt.vector("b")

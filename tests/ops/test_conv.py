@@ -14,7 +14,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 import scipy.signal
-from compile_modes import MODE_NAMES_WITHOUT_C, mode_for
+from compile_modes import MODE_NAMES_WITHOUT_C, mode_for, modes_c_tested_elsewhere
 from pytensor.gradient import verify_grad
 from pytensor.graph.traversal import applys_between
 
@@ -187,7 +187,7 @@ def compiled(mode_name):
     return _compiled[mode_name]
 
 
-@pytest.fixture(scope="module", params=MODE_NAMES_WITHOUT_C)
+@pytest.fixture(scope="module", params=modes_c_tested_elsewhere(MODE_NAMES_WITHOUT_C))
 def results(request, data):
     if request.param == "jax":
         pytest.importorskip("jax")

@@ -11,7 +11,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from compile_modes import MODE_NAMES_WITHOUT_C, mode_for
+from compile_modes import MODE_NAMES_WITHOUT_C, mode_for, modes_c_tested_elsewhere
 from pytensor.gradient import verify_grad
 
 from lasagne_bn.ops.pool import (
@@ -164,7 +164,7 @@ def compiled(mode_name):
     return _compiled[mode_name]
 
 
-@pytest.fixture(scope="module", params=MODE_NAMES_WITHOUT_C)
+@pytest.fixture(scope="module", params=modes_c_tested_elsewhere(MODE_NAMES_WITHOUT_C))
 def results(request, data):
     if request.param == "jax":
         pytest.importorskip("jax")

@@ -216,8 +216,9 @@ def compiled(mode_name):
     return _compiled[mode_name]
 
 
-# Numba and JAX compile the whole set for minutes on a loaded machine
-SLOW_MODES = ("default", "jax")
+# Numba and JAX compile the whole set for minutes on a loaded machine; the C
+# code of every 3-D case kind is checked in test_pool_c.py.
+SLOW_MODES = ("default", "jax", "cvm")
 
 
 @pytest.fixture(
