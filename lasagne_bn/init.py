@@ -60,7 +60,7 @@ class Normal(Initializer):
     [2.0, 2.0]
     """
 
-    def __init__(self, std: float = 0.01, mean: float = 0.0):
+    def __init__(self, std: float = 0.01, mean: float = 0.0) -> None:
         self.std = std
         self.mean = mean
 
@@ -86,7 +86,12 @@ class Uniform(Initializer):
     True
     """
 
-    def __init__(self, range=0.01, std=None, mean: float = 0.0):
+    def __init__(
+        self,
+        range: float | tuple[float, float] = 0.01,
+        std: float | None = None,
+        mean: float = 0.0,
+    ) -> None:
         if std is not None:
             a = mean - np.sqrt(3) * std
             b = mean + np.sqrt(3) * std
@@ -119,7 +124,9 @@ class Glorot(Initializer):
         Weights in cuda-convnet's ``c01b`` layout (4-d only).
     """
 
-    def __init__(self, initializer, gain=1.0, c01b: bool = False):
+    def __init__(
+        self, initializer: type[Initializer], gain: float | str = 1.0, c01b: bool = False
+    ) -> None:
         self.initializer = initializer
         self.gain = _relu_gain(gain)
         self.c01b = c01b
@@ -142,14 +149,14 @@ class Glorot(Initializer):
 class GlorotNormal(Glorot):
     """:class:`Glorot` with a normal distribution."""
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Normal, gain, c01b)
 
 
 class GlorotUniform(Glorot):
     """:class:`Glorot` with a uniform distribution (the default for weights)."""
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Uniform, gain, c01b)
 
 
@@ -160,7 +167,9 @@ class He(Initializer):
     first size otherwise (for ``c01b``, of the first three).
     """
 
-    def __init__(self, initializer, gain=1.0, c01b: bool = False):
+    def __init__(
+        self, initializer: type[Initializer], gain: float | str = 1.0, c01b: bool = False
+    ) -> None:
         self.initializer = initializer
         self.gain = _relu_gain(gain)
         self.c01b = c01b
@@ -183,14 +192,14 @@ class He(Initializer):
 class HeNormal(He):
     """:class:`He` with a normal distribution."""
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Normal, gain, c01b)
 
 
 class HeUniform(He):
     """:class:`He` with a uniform distribution."""
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Uniform, gain, c01b)
 
 
@@ -201,7 +210,7 @@ class Constant(Initializer):
     [0.0, 0.0]
     """
 
-    def __init__(self, val: float = 0.0):
+    def __init__(self, val: float = 0.0) -> None:
         self.val = val
 
     def sample(self, shape):
@@ -214,7 +223,7 @@ class Sparse(Initializer):
     The nonzero entries are drawn from ``N(0, std**2)``.
     """
 
-    def __init__(self, sparsity: float = 0.1, std: float = 0.01):
+    def __init__(self, sparsity: float = 0.1, std: float = 0.01) -> None:
         self.sparsity = sparsity
         self.std = std
 
@@ -242,7 +251,7 @@ class Orthogonal(Initializer):
     True
     """
 
-    def __init__(self, gain=1.0):
+    def __init__(self, gain: float | str = 1.0) -> None:
         self.gain = _relu_gain(gain)
 
     def sample(self, shape):

@@ -34,8 +34,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from pytensor.compile import Function
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["LintMessage", "lint"]
 
@@ -79,11 +88,11 @@ def _uses_batch_statistics(train_fn) -> bool:
 
 
 def lint(
-    network,
+    network: Layer | Sequence[Layer],
     *,
-    train_fn=None,
+    train_fn: Function | None = None,
     batch_size: int | None = None,
-    checkpoint=None,
+    checkpoint: Any = None,
 ) -> list[LintMessage]:
     """Problems of the batch-norm layers in ``network`` (see the module docstring).
 

@@ -23,8 +23,17 @@ NaN detected in parameter fc.W of layer 'fc' (DenseLayer), the first non-finite 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pytensor.compile.debug.nanguardmode import NanGuardMode as _PyTensorNanGuardMode
 from pytensor.graph.traversal import ancestors
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["LAYER_TAG", "NanGuardMode", "layer_of"]
 
@@ -37,7 +46,7 @@ def _tagged(variable):
     return getattr(getattr(variable, "tag", None), LAYER_TAG, None)
 
 
-def layer_of(variable):
+def layer_of(variable: Variable) -> tuple[int, Layer] | None:
     """``(position, layer)`` of the layer that built ``variable``, or None.
 
     A variable the rewrites made (a fused elementwise node) carries no tag:
@@ -84,7 +93,7 @@ class NanGuardMode(_PyTensorNanGuardMode):
     :func:`~lasagne_bn.layers.get_output` get PyTensor's error unchanged.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         linker = self.linker
         check, check_input = linker.callback, linker.callback_input

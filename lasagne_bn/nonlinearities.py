@@ -14,11 +14,15 @@ cast to the input's dtype, so a float32 network stays float32 whatever
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.tensor.special import softmax as _softmax
 from pytensor.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from pytensor.graph.basic import Variable
 
 __all__ = [
     "LeakyRectify",
@@ -46,17 +50,17 @@ def _coef(value, x):
     return value
 
 
-def sigmoid(x) -> TensorVariable:
+def sigmoid(x: Variable) -> TensorVariable:
     """Logistic sigmoid ``1 / (1 + exp(-x))``."""
     return pt.sigmoid(x)
 
 
-def softmax(x) -> TensorVariable:
+def softmax(x: Variable) -> TensorVariable:
     """Softmax over the last axis (row-wise for a matrix), computed stably."""
     return _softmax(x, axis=-1)
 
 
-def tanh(x) -> TensorVariable:
+def tanh(x: Variable) -> TensorVariable:
     """Hyperbolic tangent."""
     return pt.tanh(x)
 
@@ -67,7 +71,7 @@ class ScaledTanH:
     LeCun's recommendation is ``scale_in=2/3``, ``scale_out=1.7159``.
     """
 
-    def __init__(self, scale_in=1, scale_out=1):
+    def __init__(self, scale_in: float = 1, scale_out: float = 1) -> None:
         self.scale_in = scale_in
         self.scale_out = scale_out
 
@@ -79,7 +83,7 @@ class ScaledTanH:
 ScaledTanh = ScaledTanH
 
 
-def rectify(x) -> TensorVariable:
+def rectify(x: Variable) -> TensorVariable:
     """Rectified linear unit ``max(x, 0)``.
 
     Written as Theano's ``relu`` wrote it, ``0.5 * (x + |x|)``, which gives
@@ -103,7 +107,7 @@ class LeakyRectify:
         Slope for negative input (0.01 by default).
     """
 
-    def __init__(self, leakiness: float = 0.01):
+    def __init__(self, leakiness: float = 0.01) -> None:
         self.leakiness = leakiness
 
     def __call__(self, x):
@@ -123,7 +127,7 @@ leaky_rectify = LeakyRectify()
 very_leaky_rectify = LeakyRectify(1.0 / 3)
 
 
-def elu(x) -> TensorVariable:
+def elu(x: Variable) -> TensorVariable:
     """Exponential linear unit: ``x`` if ``x > 0`` else ``exp(x) - 1``."""
     x = pt.as_tensor_variable(x)
     return pt.switch(x > 0, x, pt.expm1(x))
@@ -132,7 +136,7 @@ def elu(x) -> TensorVariable:
 class SELU:
     """Scaled exponential linear unit: ``scale * (x if x > 0 else scale_neg * (exp(x) - 1))``."""
 
-    def __init__(self, scale=1, scale_neg=1):
+    def __init__(self, scale: float = 1, scale_neg: float = 1) -> None:
         self.scale = scale
         self.scale_neg = scale_neg
 
@@ -145,12 +149,12 @@ class SELU:
 selu = SELU(scale=1.0507009873554804934193349852946, scale_neg=1.6732632423543772848170429916717)
 
 
-def softplus(x) -> TensorVariable:
+def softplus(x: Variable) -> TensorVariable:
     """``log(1 + exp(x))``, computed stably."""
     return pt.softplus(x)
 
 
-def linear(x):
+def linear(x: Variable) -> Variable:
     """The identity (no nonlinearity)."""
     return x
 

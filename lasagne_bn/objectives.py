@@ -15,11 +15,18 @@ a mean over all axes of a matrix; use ``'CVM'`` there (or ``mode='sum'``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn.nonlinearities import rectify
 from lasagne_bn.utils import as_theano_expression
+
+if TYPE_CHECKING:
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import TensorLike
 
 __all__ = [
     "aggregate",
@@ -45,7 +52,7 @@ def align_targets(predictions, targets) -> tuple:
     return predictions, targets
 
 
-def binary_crossentropy(predictions, targets) -> TensorVariable:
+def binary_crossentropy(predictions: Variable, targets: Variable) -> TensorVariable:
     """``-(t * log(p) + (1 - t) * log(1 - p))``, elementwise.
 
     Parameters
@@ -68,7 +75,7 @@ def _one_hot_mask(predictions, targets):
     return pt.eq(pt.arange(num_cls), pt.shape_padright(targets))
 
 
-def categorical_crossentropy(predictions, targets) -> TensorVariable:
+def categorical_crossentropy(predictions: Variable, targets: Variable) -> TensorVariable:
     """Cross-entropy between predicted distributions and targets, per example.
 
     Parameters
@@ -109,13 +116,15 @@ def categorical_crossentropy(predictions, targets) -> TensorVariable:
     )
 
 
-def squared_error(a, b) -> TensorVariable:
+def squared_error(a: TensorLike, b: TensorLike) -> TensorVariable:
     """``(a - b) ** 2``, elementwise."""
     a, b = align_targets(a, b)
     return pt.square(a - b)
 
 
-def aggregate(loss, weights=None, mode: str = "mean") -> TensorVariable:
+def aggregate(
+    loss: Variable, weights: TensorLike | None = None, mode: str = "mean"
+) -> TensorVariable:
     """Reduce an elementwise loss to a scalar.
 
     Parameters
@@ -154,7 +163,13 @@ def aggregate(loss, weights=None, mode: str = "mean") -> TensorVariable:
     return loss.sum() / weights.sum()
 
 
-def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True) -> TensorVariable:
+def binary_hinge_loss(
+    predictions: Variable,
+    targets: Variable,
+    delta: float = 1,
+    log_odds: bool | None = None,
+    binary: bool = True,
+) -> TensorVariable:
     """Hinge loss ``max(0, delta - p * t)`` for binary classification.
 
     Parameters
@@ -186,7 +201,9 @@ def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True)
     return rectify(delta - predictions * targets)
 
 
-def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
+def multiclass_hinge_loss(
+    predictions: Variable, targets: Variable, delta: float = 1
+) -> TensorVariable:
     """Multi-class hinge loss ``max(0, max_{j != t} p_j - p_t + delta)``, per example.
 
     Parameters
@@ -214,7 +231,7 @@ def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
     return rectify(rest - corrects + delta)
 
 
-def huber_loss(predictions, targets, delta=1) -> TensorVariable:
+def huber_loss(predictions: Variable, targets: Variable, delta: float = 1) -> TensorVariable:
     """Huber loss: squared error below ``delta``, linear above, elementwise."""
     predictions, targets = align_targets(predictions, targets)
     abs_diff = abs(targets - predictions)
@@ -223,13 +240,17 @@ def huber_loss(predictions, targets, delta=1) -> TensorVariable:
     return pt.switch(abs_diff <= delta, ift, iff)
 
 
-def binary_accuracy(predictions, targets, threshold=0.5) -> TensorVariable:
+def binary_accuracy(
+    predictions: Variable, targets: Variable, threshold: float = 0.5
+) -> TensorVariable:
     """1 where ``predictions >= threshold`` equals the 0/1 target, else 0."""
     predictions, targets = align_targets(predictions, targets)
     return pt.eq(pt.ge(predictions, threshold), targets)
 
 
-def categorical_accuracy(predictions, targets, top_k=1) -> TensorVariable:
+def categorical_accuracy(
+    predictions: Variable, targets: Variable, top_k: int = 1
+) -> TensorVariable:
     """1 where the target class is among the ``top_k`` highest predictions, else 0.
 
     ``targets`` are class indices, or distributions (their argmax is used).

@@ -15,19 +15,24 @@ and dropout streams reproducible.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["get_rng", "set_rng"]
 
 _rng = np.random
 
 
-def get_rng():
+def get_rng() -> np.random.RandomState | ModuleType:
     """The current random generator (``numpy.random`` unless :func:`set_rng` was called)."""
     return _rng
 
 
-def set_rng(new_rng) -> None:
+def set_rng(new_rng: np.random.RandomState | ModuleType) -> None:
     """Replace the random generator used by initializers and layers.
 
     Parameters

@@ -11,12 +11,19 @@
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn import utils
 from lasagne_bn.layers import Layer, get_all_params
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
 
 __all__ = [
     "apply_penalty",
@@ -31,17 +38,21 @@ __all__ = [
 _REGULARIZABLE = MappingProxyType({"regularizable": True})
 
 
-def l1(x) -> TensorVariable:
+def l1(x: Variable) -> TensorVariable:
     """Sum of absolute values."""
     return pt.sum(abs(x))
 
 
-def l2(x) -> TensorVariable:
+def l2(x: Variable) -> TensorVariable:
     """Sum of squares (no 1/2 factor, as in Lasagne)."""
     return pt.sum(x**2)
 
 
-def apply_penalty(tensor_or_tensors, penalty, **kwargs) -> TensorVariable:
+def apply_penalty(
+    tensor_or_tensors: Variable | Sequence[Variable],
+    penalty: Callable[[Variable], Variable],
+    **kwargs: Any,
+) -> TensorVariable:
     """The penalty of one tensor, or the sum of the penalties of several."""
     try:
         return utils.sum_terms(penalty(x, **kwargs) for x in tensor_or_tensors)
@@ -49,7 +60,12 @@ def apply_penalty(tensor_or_tensors, penalty, **kwargs) -> TensorVariable:
         return penalty(tensor_or_tensors, **kwargs)
 
 
-def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> TensorVariable:
+def regularize_layer_params(
+    layer: Layer | Sequence[Layer],
+    penalty: Callable[[Variable], Variable],
+    tags: Mapping[str, bool] = _REGULARIZABLE,
+    **kwargs: Any,
+) -> TensorVariable:
     """Penalty of the parameters of one layer (or a list of layers), filtered by ``tags``."""
     layers = [layer] if isinstance(layer, Layer) else layer
     params = []
@@ -59,7 +75,10 @@ def regularize_layer_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> Te
 
 
 def regularize_layer_params_weighted(
-    layers, penalty, tags=_REGULARIZABLE, **kwargs
+    layers: Mapping[Layer, float],
+    penalty: Callable[[Variable], Variable],
+    tags: Mapping[str, bool] = _REGULARIZABLE,
+    **kwargs: Any,
 ) -> TensorVariable:
     """Weighted sum of per-layer penalties; ``layers`` maps each layer to its coefficient."""
     return utils.sum_terms(
@@ -68,6 +87,11 @@ def regularize_layer_params_weighted(
     )
 
 
-def regularize_network_params(layer, penalty, tags=_REGULARIZABLE, **kwargs) -> TensorVariable:
+def regularize_network_params(
+    layer: Layer | Sequence[Layer],
+    penalty: Callable[[Variable], Variable],
+    tags: Mapping[str, bool] = _REGULARIZABLE,
+    **kwargs: Any,
+) -> TensorVariable:
     """Penalty of all parameters of the network below ``layer``, filtered by ``tags``."""
     return apply_penalty(get_all_params(layer, **tags), penalty, **kwargs)

@@ -22,6 +22,7 @@ parameter's dtype, as PyTensor requires (Theano did it through
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor
@@ -30,6 +31,11 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn import utils
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from pytensor.graph.basic import Variable
 
 __all__ = [
     "adadelta",
@@ -49,7 +55,9 @@ __all__ = [
 ]
 
 
-def get_or_compute_grads(loss_or_grads, params) -> list:
+def get_or_compute_grads(
+    loss_or_grads: Variable | Sequence[Variable], params: Sequence[SharedVariable]
+) -> list:
     """Gradients of a loss w.r.t. ``params``, or the given list of gradients (checked).
 
     Raises
@@ -90,7 +98,11 @@ def _as_update(var, expr):
     return pt.cast(expr, var.dtype) if expr.dtype != var.dtype else expr
 
 
-def sgd(loss_or_grads, params, learning_rate) -> OrderedDict:
+def sgd(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable,
+) -> OrderedDict:
     """Stochastic gradient descent: ``param - learning_rate * grad``."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -100,7 +112,11 @@ def sgd(loss_or_grads, params, learning_rate) -> OrderedDict:
     return updates
 
 
-def apply_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
+def apply_momentum(
+    updates: Mapping[SharedVariable, Variable],
+    params: Sequence[SharedVariable] | None = None,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
     """Add classical momentum to existing updates.
 
     ``velocity = momentum * velocity + (update - param)``; ``param + velocity``.
@@ -117,13 +133,22 @@ def apply_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
     return updates
 
 
-def momentum(loss_or_grads, params, learning_rate, momentum=0.9) -> OrderedDict:
+def momentum(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
     """SGD with classical momentum."""
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_momentum(updates, momentum=momentum)
 
 
-def apply_nesterov_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
+def apply_nesterov_momentum(
+    updates: Mapping[SharedVariable, Variable],
+    params: Sequence[SharedVariable] | None = None,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
     """Add Nesterov momentum to existing updates (Lasagne's formulation)."""
     if params is None:
         params = updates.keys()
@@ -136,13 +161,23 @@ def apply_nesterov_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
     return updates
 
 
-def nesterov_momentum(loss_or_grads, params, learning_rate, momentum=0.9) -> OrderedDict:
+def nesterov_momentum(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
     """SGD with Nesterov momentum."""
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_nesterov_momentum(updates, momentum=momentum)
 
 
-def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6) -> OrderedDict:
+def adagrad(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 1.0,
+    epsilon: float = 1e-6,
+) -> OrderedDict:
     """Adagrad: steps scaled by the root of the accumulated squared gradients."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -157,7 +192,13 @@ def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6) -> OrderedDi
     return updates
 
 
-def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6) -> OrderedDict:
+def rmsprop(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 1.0,
+    rho: float | Variable = 0.9,
+    epsilon: float = 1e-6,
+) -> OrderedDict:
     """RMSProp: steps scaled by a moving root mean square of the gradients."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -173,7 +214,13 @@ def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6) -> 
     return updates
 
 
-def adadelta(loss_or_grads, params, learning_rate=1.0, rho=0.95, epsilon=1e-6) -> OrderedDict:
+def adadelta(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 1.0,
+    rho: float | Variable = 0.95,
+    epsilon: float = 1e-6,
+) -> OrderedDict:
     """Adadelta: RMSProp with steps scaled by a moving RMS of past steps."""
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
@@ -196,7 +243,12 @@ def _step_counter():
 
 
 def adam(
-    loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 0.001,
+    beta1: float | Variable = 0.9,
+    beta2: float | Variable = 0.999,
+    epsilon: float = 1e-8,
 ) -> OrderedDict:
     """Adam (Kingma & Ba), with the bias correction folded into the step size."""
     params = list(params)
@@ -220,7 +272,12 @@ def adam(
 
 
 def adamax(
-    loss_or_grads, params, learning_rate=0.002, beta1=0.9, beta2=0.999, epsilon=1e-8
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 0.002,
+    beta1: float | Variable = 0.9,
+    beta2: float | Variable = 0.999,
+    epsilon: float = 1e-8,
 ) -> OrderedDict:
     """Adamax: Adam with the infinity norm."""
     params = list(params)
@@ -244,7 +301,12 @@ def adamax(
 
 
 def amsgrad(
-    loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 0.001,
+    beta1: float | Variable = 0.9,
+    beta2: float | Variable = 0.999,
+    epsilon: float = 1e-8,
 ) -> OrderedDict:
     """AMSGrad: Adam with a non-decreasing second-moment estimate."""
     params = list(params)
@@ -270,7 +332,12 @@ def amsgrad(
     return updates
 
 
-def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7) -> TensorVariable:
+def norm_constraint(
+    tensor_var: Variable,
+    max_norm: float | Variable,
+    norm_axes: Sequence[int] | None = None,
+    epsilon: float = 1e-7,
+) -> TensorVariable:
     """Rescale slices of ``tensor_var`` whose norm exceeds ``max_norm``.
 
     Parameters
@@ -305,7 +372,12 @@ def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7) -> Tenso
     return tensor_var * (target_norms / (dtype(epsilon) + norms))
 
 
-def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False) -> list | tuple:
+def total_norm_constraint(
+    tensor_vars: Sequence[Variable],
+    max_norm: float | Variable,
+    epsilon: float = 1e-7,
+    return_norm: bool = False,
+) -> list | tuple:
     """Rescale a list of tensors (e.g. gradients) so their joint norm is at most ``max_norm``.
 
     Returns the rescaled tensors, and the norm before rescaling if

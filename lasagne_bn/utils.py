@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from inspect import signature
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytensor
@@ -34,6 +34,12 @@ import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
 from pytensor.tensor.type import TensorType
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+    from pytensor.graph.type import Type
+
+    from lasagne_bn._typing import ParamSpec, TensorLike
 
 __all__ = [
     "as_theano_expression",
@@ -59,7 +65,7 @@ __all__ = [
 int_types = (numbers.Integral, np.integer)
 
 
-def sum_terms(terms: Iterable):
+def sum_terms(terms: Iterable) -> Variable | float:
     """The sum of ``terms``, built so that every compilation mode runs it.
 
     Python's ``sum`` gives a chain of additions that PyTensor flattens into
@@ -82,7 +88,7 @@ def sum_terms(terms: Iterable):
     return pt.dot(pt.ones((len(terms),), dtype=stacked.dtype), stacked)
 
 
-def floatX(arr) -> np.ndarray:
+def floatX(arr: ArrayLike) -> np.ndarray:
     """Return ``arr`` as a NumPy array of dtype ``pytensor.config.floatX``.
 
     >>> floatX([1, 2]).dtype == np.dtype(pytensor.config.floatX)
@@ -129,7 +135,7 @@ class _HostStorage(list):
 
 
 def portable_shared(
-    value,
+    value: ArrayLike,
     name: str | None = None,
     shape: Sequence[int | None] | None = None,
     borrow: bool = False,
@@ -243,7 +249,7 @@ def set_default_update(var: SharedVariable, update: Variable) -> None:
         var.default_update = update
 
 
-def match_type(expr, target_type, what: str = "expression") -> Variable:
+def match_type(expr: TensorLike, target_type: Type, what: str = "expression") -> Variable:
     """Cast ``expr`` and pin its static shape so that its type is ``target_type``.
 
     PyTensor 3 infers static shapes eagerly and requires updates to have
@@ -283,7 +289,7 @@ def match_type(expr, target_type, what: str = "expression") -> Variable:
 # expressions and collections
 
 
-def as_theano_expression(input) -> Variable:
+def as_theano_expression(input: TensorLike) -> Variable:
     """Wrap ``input`` as a constant unless it is already a graph variable.
 
     The name is Lasagne's; PyTensor variables are what Theano's were.
@@ -305,7 +311,7 @@ def as_theano_expression(input) -> Variable:
 as_tensor_expression = as_theano_expression
 
 
-def collect_shared_vars(expressions) -> list[SharedVariable]:
+def collect_shared_vars(expressions: Variable | Sequence[Variable]) -> list[SharedVariable]:
     """All shared variables the given expression(s) depend on, in order of appearance.
 
     The order is that of a left-to-right depth-first walk, so a list of
@@ -333,7 +339,7 @@ def collect_shared_vars(expressions) -> list[SharedVariable]:
     return result
 
 
-def one_hot(x, m=None) -> Variable:
+def one_hot(x: TensorLike, m: int | Variable | None = None) -> Variable:
     """One-hot matrix of the integer vector ``x`` with ``m`` columns.
 
     ``m`` defaults to ``max(x) + 1``.
@@ -363,7 +369,7 @@ def unique(l: Iterable) -> list:
     return result
 
 
-def as_tuple(x, N: int, t=None) -> tuple:
+def as_tuple(x: Any, N: int, t: type | tuple[type, ...] | None = None) -> tuple:
     """``x`` as a tuple of length ``N``: an iterable is checked, a value repeated.
 
     Parameters
@@ -413,7 +419,9 @@ def inspect_kwargs(func: Callable) -> list[str]:
     return [p.name for p in params.values() if p.default is not p.empty]
 
 
-def compute_norms(array, norm_axes=None):
+def compute_norms(
+    array: np.ndarray | Variable, norm_axes: Sequence[int] | None = None
+) -> np.ndarray | Variable:
     """Norms of the slices of ``array`` (a NumPy array or a tensor).
 
     By default, as in Lasagne: no reduction (absolute values) for 1-d
@@ -481,7 +489,7 @@ def initializer_hook(hook: Callable[[tuple, str | None], None]) -> Iterator[None
         _INITIALIZER_HOOK.reset(token)
 
 
-def create_param(spec, shape, name: str | None = None) -> Variable:
+def create_param(spec: ParamSpec, shape: Sequence[int], name: str | None = None) -> Variable:
     """Create a parameter of the given shape from ``spec``, or check a given one.
 
     ``spec`` may be
@@ -577,9 +585,9 @@ def create_param(spec, shape, name: str | None = None) -> Variable:
 
 def unroll_scan(
     fn: Callable,
-    sequences,
-    outputs_info,
-    non_sequences,
+    sequences: Sequence[Variable],
+    outputs_info: Sequence[Variable],
+    non_sequences: Sequence[Variable],
     n_steps: int,
     go_backwards: bool = False,
 ) -> list[Variable]:

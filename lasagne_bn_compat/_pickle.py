@@ -60,7 +60,7 @@ class CheckpointError(ValueError):
 
     MAX_CHARS = 600
 
-    def __init__(self, message: object = ""):
+    def __init__(self, message: object = "") -> None:
         text = str(message).replace("\r", "\\r").replace("\n", "\\n")
         if len(text) > self.MAX_CHARS:
             text = text[: self.MAX_CHARS - 3] + "..."

@@ -48,6 +48,7 @@ import stat
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,6 +67,11 @@ from lasagne_bn_compat._pickle import (
     pickled_param_values,
     warn_notes,
 )
+
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = [
     "FORMATS",
@@ -545,7 +551,10 @@ def _find_layers(obj, is_layer=None) -> list:
 
 
 def read_checkpoint(
-    source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES
+    source: str | os.PathLike | BinaryIO,
+    *,
+    classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> Checkpoint:
     """Read a legacy checkpoint file (any of :data:`FORMATS`, gzipped or not).
 
@@ -607,7 +616,12 @@ def _read(source, classes, max_bytes: int, rebuild: bool = True) -> Checkpoint:
     return checkpoint
 
 
-def load_network(source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES):
+def load_network(
+    source: str | os.PathLike | BinaryIO,
+    *,
+    classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
+) -> Any:
     """Rebuild a pickled Lasagne network as a lasagne_bn network.
 
     Returns what was pickled (usually the output layer; a list or dict of
@@ -740,15 +754,15 @@ def _assign(params: list, values: list) -> None:
 
 
 def load_params(
-    network,
-    source,
+    network: Layer | Sequence[Layer],
+    source: str | os.PathLike | BinaryIO,
     *,
     stat_storage: str | None = None,
     epsilon: float | None = None,
     allow_downcast: bool = False,
     classes: Mapping | None = None,
     max_bytes: int = MAX_BYTES,
-    **tags,
+    **tags: bool,
 ) -> Checkpoint:
     """Load a checkpoint's parameter values into ``network``, all or nothing.
 
@@ -848,14 +862,14 @@ def load_params(
 
 
 def save_params(
-    network,
-    path,
+    network: Layer | Sequence[Layer],
+    path: str | os.PathLike,
     format: str = "npz",
     *,
     stat_storage: str | None = "inv_std",
     extras: Mapping | None = None,
     epsilon: float | None = None,
-    **tags,
+    **tags: bool,
 ) -> None:
     """Write ``network``'s parameter values in a legacy format.
 
@@ -921,11 +935,11 @@ def _check_write_args(path, format: str, extras, caller: str) -> None:
 
 
 def write_values(
-    path,
+    path: str | os.PathLike,
     values: Sequence,
     format: str = "npz",
     *,
-    extras=None,
+    extras: Mapping | None = None,
     var_indices: Sequence[int] | None = None,
 ) -> None:
     """Write a list of arrays in a legacy format (what :func:`save_params` does for a network).
@@ -1098,7 +1112,10 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
 
 
 def inspect_checkpoint(
-    source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES
+    source: str | os.PathLike | BinaryIO,
+    *,
+    classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> tuple[Checkpoint, list]:
     """Read a checkpoint and describe each array (see :func:`guess_bn_roles`).
 

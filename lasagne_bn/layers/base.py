@@ -17,10 +17,16 @@ ints, with ``None`` for sizes unknown until the graph runs.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from pytensor.graph.basic import Variable
 
 from lasagne_bn import utils
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = ["Layer", "MergeLayer"]
 
@@ -75,7 +81,7 @@ class Layer:
         Name of the layer; parameter names are prefixed with it.
     """
 
-    def __init__(self, incoming, name: str | None = None):
+    def __init__(self, incoming: Incoming, name: str | None = None) -> None:
         if isinstance(incoming, tuple | list):
             self.input_shape = _check_shape(incoming, "input_shape", name)
             self.input_layer = None
@@ -196,7 +202,7 @@ class MergeLayer(Layer):
         Name of the layer.
     """
 
-    def __init__(self, incomings, name: str | None = None):
+    def __init__(self, incomings: Sequence[Incoming], name: str | None = None) -> None:
         incomings = list(incomings)
         self.input_shapes = []
         self.input_layers = []

@@ -24,8 +24,14 @@ something other than a dense or convolution layer) are left in place.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["fold_batch_norm"]
 
@@ -105,7 +111,7 @@ def _fold(bn) -> None:
         inner.b.set_value((b * scale.reshape(per) + shift.reshape(per)).astype(b.dtype))
 
 
-def fold_batch_norm(network):
+def fold_batch_norm(network: Layer | Sequence[Layer]) -> Layer | list[Layer]:
     """An inference copy of ``network`` with batch norms folded into the layers before them.
 
     Parameters

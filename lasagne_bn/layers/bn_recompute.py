@@ -26,8 +26,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import TextIO
+
+    from pytensor.compile.mode import Mode
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["recompute_bn_stats"]
 
@@ -79,12 +88,12 @@ def _batches(batches, what: str) -> Callable[[], Iterable]:
 
 
 def recompute_bn_stats(
-    network,
-    batches,
+    network: Layer | Sequence[Layer],
+    batches: Iterable | Callable[[], Iterator],
     *,
-    mode=None,
+    mode: str | Mode | None = None,
     progress: bool = True,
-    stream=None,
+    stream: TextIO | None = None,
 ) -> list:
     """Set every batch-norm layer's statistics to its inputs' over ``batches``.
 

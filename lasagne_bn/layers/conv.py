@@ -22,6 +22,8 @@ and ``TransposedConv3DLayer`` (aliases ``Deconv2DLayer``, ``Deconv3DLayer``),
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
@@ -35,6 +37,12 @@ from lasagne_bn.ops.conv import (
     conv3d_grad_wrt_inputs,
 )
 from lasagne_bn.utils import as_tuple, int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec
 
 __all__ = [
     "Conv1DLayer",
@@ -50,7 +58,9 @@ __all__ = [
 ]
 
 
-def conv_output_length(input_length, filter_size, stride, pad=0):
+def conv_output_length(
+    input_length: int | None, filter_size: int, stride: int, pad: int | str = 0
+) -> int | None:
     """Output length of a convolution on one axis (``None`` if the input's is unknown).
 
     ``pad`` is ``'valid'``, ``'full'``, ``'same'`` or an int; the result is
@@ -74,7 +84,9 @@ def conv_output_length(input_length, filter_size, stride, pad=0):
     return (length + stride - 1) // stride
 
 
-def conv_input_length(output_length, filter_size, stride, pad=0):
+def conv_input_length(
+    output_length: int | None, filter_size: int, stride: int, pad: int | str = 0
+) -> int | None:
     """Smallest input length that a convolution maps to ``output_length``.
 
     Strided convolutions map up to ``stride - 1`` larger inputs to the same
@@ -275,19 +287,19 @@ class Conv1DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=1,
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        convolution=conv1d,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        convolution: Callable[..., Variable] = conv1d,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -329,19 +341,19 @@ class Conv2DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1),
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        convolution=conv2d,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1),
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        convolution: Callable[..., Variable] = conv2d,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -375,19 +387,19 @@ class Conv3DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1, 1),
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        convolution=None,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1, 1),
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        convolution: Callable[..., Variable] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -518,19 +530,19 @@ class TransposedConv2DLayer(_TransposedConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1),
-        crop=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=False,
-        output_size=None,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1),
+        crop: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = False,
+        output_size: int | Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -568,19 +580,19 @@ class TransposedConv3DLayer(_TransposedConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1, 1),
-        crop=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=False,
-        output_size=None,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1, 1),
+        crop: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = False,
+        output_size: int | Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -614,18 +626,18 @@ class DilatedConv2DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        dilation=(1, 1),
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        dilation: int | Sequence[int] = (1, 1),
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.dilation = _positive_tuple(dilation, 2, "dilation", kwargs.get("name"))
         super().__init__(
             incoming,

@@ -11,12 +11,21 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor.tensor as pt
 
 from lasagne_bn.layers.base import MergeLayer
 from lasagne_bn.utils import int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import Incoming, Shape
 
 __all__ = [
     "ConcatLayer",
@@ -56,7 +65,11 @@ def _first_known_sizes(input_shapes) -> tuple:
     )
 
 
-def autocrop(inputs, cropping, static_shapes=None):
+def autocrop(
+    inputs: Sequence[Variable],
+    cropping: Sequence[str | None] | None,
+    static_shapes: Sequence[Shape] | None = None,
+) -> list[Variable]:
     """Crop input expressions to a common size on the axes where ``cropping`` says so.
 
     Parameters
@@ -123,7 +136,9 @@ def autocrop(inputs, cropping, static_shapes=None):
     return [x[tuple(slices)] for x, slices in zip(inputs, slices_by_input, strict=True)]
 
 
-def autocrop_array_shapes(input_shapes, cropping):
+def autocrop_array_shapes(
+    input_shapes: Sequence[Shape], cropping: Sequence[str | None] | None
+) -> list[Shape]:
     """The shapes :func:`autocrop` would give, for shape tuples (None = unknown).
 
     >>> autocrop_array_shapes([(2, 5), (2, 3)], [None, 'lower'])
@@ -195,7 +210,13 @@ class ConcatLayer(MergeLayer):
         the entry for ``axis`` is ignored.
     """
 
-    def __init__(self, incomings, axis=1, cropping=None, **kwargs):
+    def __init__(
+        self,
+        incomings: Sequence[Incoming],
+        axis: int = 1,
+        cropping: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incomings, **kwargs)
         if isinstance(axis, bool) or not isinstance(axis, int_types):
             raise TypeError(f"axis={axis!r} must be an int")
@@ -265,7 +286,13 @@ class ElemwiseMergeLayer(MergeLayer):
         See :func:`autocrop`.
     """
 
-    def __init__(self, incomings, merge_function, cropping=None, **kwargs):
+    def __init__(
+        self,
+        incomings: Sequence[Incoming],
+        merge_function: Callable[[Variable, Variable], Variable],
+        cropping: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incomings, **kwargs)
         if not callable(merge_function):
             raise TypeError(f"merge_function={merge_function!r} must be callable")
@@ -310,7 +337,13 @@ class ElemwiseSumLayer(ElemwiseMergeLayer):
         See :func:`autocrop`.
     """
 
-    def __init__(self, incomings, coeffs=1, cropping=None, **kwargs):
+    def __init__(
+        self,
+        incomings: Sequence[Incoming],
+        coeffs: float | Sequence[float] = 1,
+        cropping: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         incomings = list(incomings)
         super().__init__(incomings, pt.add, cropping=cropping, **kwargs)
         if isinstance(coeffs, list | tuple):

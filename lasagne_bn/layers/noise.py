@@ -18,6 +18,7 @@ returns.
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor
@@ -30,6 +31,12 @@ from lasagne_bn import utils
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.layers.helper import active_updates, add_update
 from lasagne_bn.random import get_rng
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = [
     "DropoutLayer",
@@ -115,7 +122,14 @@ class DropoutLayer(Layer):
     [0.0, 2.0]
     """
 
-    def __init__(self, incoming, p=0.5, rescale=True, shared_axes=(), **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        p: float = 0.5,
+        rescale: bool = True,
+        shared_axes: Sequence[int] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
         self.p = _check_probability(p, "p", self.name)
@@ -163,7 +177,7 @@ class DropoutLayer(Layer):
 dropout = DropoutLayer
 
 
-def dropout_channels(incoming, *args, **kwargs):
+def dropout_channels(incoming: Incoming, *args: Any, **kwargs: Any) -> Layer:
     """Dropout of whole channels: a :class:`DropoutLayer` sharing the mask over axes 2, 3, ..."""
     ndim = len(getattr(incoming, "output_shape", incoming))
     kwargs["shared_axes"] = tuple(range(2, ndim))
@@ -173,7 +187,7 @@ def dropout_channels(incoming, *args, **kwargs):
 spatial_dropout = dropout_channels
 
 
-def dropout_locations(incoming, *args, **kwargs):
+def dropout_locations(incoming: Incoming, *args: Any, **kwargs: Any) -> Layer:
     """Dropout of whole positions: a :class:`DropoutLayer` sharing the mask over axis 1."""
     kwargs["shared_axes"] = (1,)
     return DropoutLayer(incoming, *args, **kwargs)
@@ -189,7 +203,7 @@ class GaussianNoiseLayer(Layer):
         Standard deviation of the noise; 0 or ``deterministic=True`` adds none.
     """
 
-    def __init__(self, incoming, sigma=0.1, **kwargs):
+    def __init__(self, incoming: Incoming, sigma: float = 0.1, **kwargs: Any) -> None:
         super().__init__(incoming, **kwargs)
         self._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
         if isinstance(sigma, numbers.Real) and sigma < 0:

@@ -15,12 +15,22 @@ As in Lasagne, ``stride`` defaults to ``pool_size``, ``ignore_border`` to
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor.tensor as pt
 
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.ops.pool import POOL_MODES, pool_2d, pool_3d, pool_output_length
 from lasagne_bn.utils import as_tuple, int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = [
     "FeaturePoolLayer",
@@ -122,14 +132,14 @@ class Pool2DLayer(_PoolLayer):
 
     def __init__(
         self,
-        incoming,
-        pool_size,
-        stride=None,
-        pad=(0, 0),
-        ignore_border=True,
-        mode="max",
-        **kwargs,
-    ):
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0),
+        ignore_border: bool = True,
+        mode: str = "max",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode, **kwargs)
 
     def get_output_for(self, input, **kwargs):
@@ -146,7 +156,15 @@ class Pool2DLayer(_PoolLayer):
 class MaxPool2DLayer(Pool2DLayer):
     """Max pooling over the two trailing axes of 4-d input (see :class:`Pool2DLayer`)."""
 
-    def __init__(self, incoming, pool_size, stride=None, pad=(0, 0), ignore_border=True, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0),
+        ignore_border: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode="max", **kwargs)
 
 
@@ -156,8 +174,15 @@ class Pool1DLayer(_PoolLayer):
     n = 1
 
     def __init__(
-        self, incoming, pool_size, stride=None, pad=0, ignore_border=True, mode="max", **kwargs
-    ):
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = 0,
+        ignore_border: bool = True,
+        mode: str = "max",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode, **kwargs)
 
     def get_output_for(self, input, **kwargs):
@@ -175,7 +200,15 @@ class Pool1DLayer(_PoolLayer):
 class MaxPool1DLayer(Pool1DLayer):
     """Max pooling over the trailing axis of 3-d input."""
 
-    def __init__(self, incoming, pool_size, stride=None, pad=0, ignore_border=True, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = 0,
+        ignore_border: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode="max", **kwargs)
 
 
@@ -194,14 +227,14 @@ class Pool3DLayer(_PoolLayer):
 
     def __init__(
         self,
-        incoming,
-        pool_size,
-        stride=None,
-        pad=(0, 0, 0),
-        ignore_border=True,
-        mode="max",
-        **kwargs,
-    ):
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0, 0),
+        ignore_border: bool = True,
+        mode: str = "max",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode, **kwargs)
 
     def get_output_for(self, input, **kwargs):
@@ -219,8 +252,14 @@ class MaxPool3DLayer(Pool3DLayer):
     """Max pooling over the three trailing axes of 5-d input (see :class:`Pool3DLayer`)."""
 
     def __init__(
-        self, incoming, pool_size, stride=None, pad=(0, 0, 0), ignore_border=True, **kwargs
-    ):
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0, 0),
+        ignore_border: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode="max", **kwargs)
 
 
@@ -264,7 +303,9 @@ class GlobalPoolLayer(Layer):
     (None, 64)
     """
 
-    def __init__(self, incoming, pool_function=_mean, **kwargs):
+    def __init__(
+        self, incoming: Incoming, pool_function: Callable[..., Variable] = _mean, **kwargs: Any
+    ) -> None:
         super().__init__(incoming, **kwargs)
         # no check of the input's ndim: Lasagne accepted any (and mocks) until get_output
         if not callable(pool_function):
@@ -284,7 +325,13 @@ class GlobalPoolLayer(Layer):
 class _UpscaleLayer(Layer):
     n = 2
 
-    def __init__(self, incoming, scale_factor, mode="repeat", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        scale_factor: int | Sequence[int],
+        mode: str = "repeat",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if len(self.input_shape) != self.n + 2:
             raise ValueError(
@@ -416,7 +463,14 @@ class FeaturePoolLayer(Layer):
     (None, 4, 5)
     """
 
-    def __init__(self, incoming, pool_size, axis=1, pool_function=pt.max, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_size: int,
+        axis: int = 1,
+        pool_function: Callable[..., Variable] = pt.max,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.pool_size = _check_pool_size(pool_size, self.name)
         self.axis = _feature_axis(axis, len(self.input_shape), self.name)
@@ -450,7 +504,7 @@ class FeatureWTALayer(Layer):
     (None, 12, 5)
     """
 
-    def __init__(self, incoming, pool_size, axis=1, **kwargs):
+    def __init__(self, incoming: Incoming, pool_size: int, axis: int = 1, **kwargs: Any) -> None:
         super().__init__(incoming, **kwargs)
         self.pool_size = _check_pool_size(pool_size, self.name)
         self.axis = _feature_axis(axis, len(self.input_shape), self.name)
@@ -589,7 +643,14 @@ class SpatialPyramidPoolingLayer(Layer):
     (None, 8, 21)
     """
 
-    def __init__(self, incoming, pool_dims=[4, 2, 1], mode="max", implementation="fast", **kwargs):  # noqa: B006
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_dims: Sequence[int] = [4, 2, 1],
+        mode: str = "max",
+        implementation: str = "fast",
+        **kwargs: Any,
+    ) -> None:  # noqa: B006
         super().__init__(incoming, **kwargs)
         if len(self.input_shape) != 4:
             raise ValueError(

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -26,6 +28,12 @@ from lasagne_bn.ops.layout import broadcast_pattern
 from lasagne_bn.ops.validation import LAYER_AXES_MODES, normalize_axes
 from lasagne_bn.random import get_rng
 from lasagne_bn.utils import as_tuple, floatX, int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec, Shape, TensorLike
 
 __all__ = [
     "BiasLayer",
@@ -66,7 +74,12 @@ class NonlinearityLayer(Layer):
     'rectify'
     """
 
-    def __init__(self, incoming, nonlinearity=nonlinearities.rectify, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         # Not checked here: Lasagne stored any object (mocks in users' tests)
         # and failed only when calling it.
@@ -101,7 +114,13 @@ class BiasLayer(Layer):
         Axes the bias is shared over; ``'auto'`` is all but the second.
     """
 
-    def __init__(self, incoming, b=init.Constant(0), shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        b: ParamSpec = init.Constant(0),
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.shared_axes = normalize_shared_axes(shared_axes, len(self.input_shape))
         if b is None:
@@ -128,7 +147,13 @@ class ScaleLayer(Layer):
         Axes the scales are shared over; ``'auto'`` is all but the second.
     """
 
-    def __init__(self, incoming, scales=init.Constant(1), shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        scales: ParamSpec = init.Constant(1),
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.shared_axes = normalize_shared_axes(shared_axes, len(self.input_shape))
         shape = _unshared_shape(self, "scales")
@@ -138,7 +163,12 @@ class ScaleLayer(Layer):
         return input * self.scales.dimshuffle(*broadcast_pattern(self.shared_axes, input.ndim))
 
 
-def standardize(layer, offset, scale, shared_axes="auto"):
+def standardize(
+    layer: Layer,
+    offset: TensorLike,
+    scale: TensorLike,
+    shared_axes: str | int | Sequence[int] = "auto",
+) -> Layer:
     """Subtract ``offset`` and divide by ``scale`` (fixed, not trainable).
 
     Adds a :class:`BiasLayer` with ``-offset`` and a :class:`ScaleLayer`
@@ -176,7 +206,13 @@ class ExpressionLayer(Layer):
     (2,)
     """
 
-    def __init__(self, incoming, function, output_shape=None, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        function: Callable[[Variable], Variable],
+        output_shape: Shape | str | Callable[[Shape], Shape] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if not callable(function):
             raise TypeError(f"function={function!r} must be callable")
@@ -223,7 +259,7 @@ class InverseLayer(MergeLayer):
         The layer to invert.
     """
 
-    def __init__(self, incoming, layer, **kwargs):
+    def __init__(self, incoming: Incoming, layer: Layer, **kwargs: Any) -> None:
         super().__init__([incoming, layer, layer.input_layer], **kwargs)
 
     def get_output_shape_for(self, input_shapes):
@@ -248,7 +284,13 @@ class ParametricRectifierLayer(Layer):
         ``'all'`` gives a single slope.
     """
 
-    def __init__(self, incoming, alpha=init.Constant(0.25), shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        alpha: ParamSpec = init.Constant(0.25),
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         ndim = len(self.input_shape)
         if isinstance(shared_axes, str) and shared_axes == "all":
@@ -268,7 +310,7 @@ class ParametricRectifierLayer(Layer):
         return nonlinearities.LeakyRectify(alpha)(input)
 
 
-def prelu(layer, **kwargs):
+def prelu(layer: Layer, **kwargs: Any) -> Layer:
     """Replace ``layer``'s nonlinearity by a :class:`ParametricRectifierLayer` on top.
 
     ``layer.nonlinearity`` becomes the identity; ``kwargs`` go to the new
@@ -306,7 +348,14 @@ class RandomizedRectifierLayer(Layer):
     array([[-0.3,  0. ,  2. ]])
     """
 
-    def __init__(self, incoming, lower=0.3, upper=0.8, shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        lower: float = 0.3,
+        upper: float = 0.8,
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
         self.lower = lower
@@ -349,7 +398,7 @@ class RandomizedRectifierLayer(Layer):
         return nonlinearities.LeakyRectify(slopes)(input)
 
 
-def rrelu(layer, **kwargs):
+def rrelu(layer: Layer, **kwargs: Any) -> Layer:
     """Replace ``layer``'s nonlinearity by a :class:`RandomizedRectifierLayer` on top.
 
     ``layer.nonlinearity`` becomes the identity; ``kwargs`` go to the new
@@ -514,8 +563,13 @@ class TransformerLayer(MergeLayer):
     """
 
     def __init__(
-        self, incoming, localization_network, downsample_factor=1, border_mode="nearest", **kwargs
-    ):
+        self,
+        incoming: Incoming,
+        localization_network: Layer,
+        downsample_factor: float | Sequence[float] = 1,
+        border_mode: str = "nearest",
+        **kwargs: Any,
+    ) -> None:
         super().__init__([incoming, localization_network], **kwargs)
         self.downsample_factor = as_tuple(downsample_factor, 2)
         self.border_mode = border_mode
@@ -624,14 +678,14 @@ class TPSTransformerLayer(MergeLayer):
 
     def __init__(
         self,
-        incoming,
-        localization_network,
-        downsample_factor=1,
-        control_points=16,
-        precompute_grid="auto",
-        border_mode="nearest",
-        **kwargs,
-    ):
+        incoming: Incoming,
+        localization_network: Layer,
+        downsample_factor: float | Sequence[float] = 1,
+        control_points: int = 16,
+        precompute_grid: bool | str = "auto",
+        border_mode: str = "nearest",
+        **kwargs: Any,
+    ) -> None:
         super().__init__([incoming, localization_network], **kwargs)
         self.border_mode = border_mode
         self.downsample_factor = as_tuple(downsample_factor, 2)

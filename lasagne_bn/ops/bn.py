@@ -377,7 +377,7 @@ class BatchNormTrain(BatchNormCOp):
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, epsilon, *running):
@@ -563,7 +563,7 @@ class BatchNormTrainGrad(BatchNormCOp):
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, dy, gamma, mean, invstd, *stat_grads):
@@ -634,7 +634,7 @@ class BatchNormInference(BatchNormCOp):
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, mean, var, epsilon):

@@ -94,7 +94,7 @@ class Moments(BatchNormCOp):
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         # Checked against the input's ndim in make_node, by the one axes rule;
         # negative axes would need that ndim to mean anything.
         self.axes = tuple(sorted(int(a) for a in axes))
@@ -160,7 +160,7 @@ class Moments(BatchNormCOp):
 def normalize(
     x: Variable,
     stats: Sequence[Variable],
-    epsilon,
+    epsilon: float | Variable,
     gamma: Variable | None = None,
     beta: Variable | None = None,
 ) -> Variable:

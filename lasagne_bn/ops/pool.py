@@ -58,7 +58,9 @@ POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
 # shapes and parameters
 
 
-def pool_output_length(size, ws, stride, pad, ignore_border):
+def pool_output_length(
+    size: int | None, ws: int, stride: int, pad: int, ignore_border: bool
+) -> int | None:
     """Theano's pooled length of one axis; ``None`` if ``size`` is unknown."""
     if size is None:
         return None
