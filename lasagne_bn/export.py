@@ -385,6 +385,8 @@ def export(
         (``jax.jvp``, ``jax.jacfwd``) is not available then.  ``'jax'``:
         JAX's autodiff of the lowered forward pass, forward mode included.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer, DenseLayer
     >>> model = export(DenseLayer(InputLayer((None, 2)), 1))
     >>> sorted(model.params)

@@ -56,6 +56,8 @@ class Initializer:
 class Normal(Initializer):
     """Samples from a normal distribution ``N(mean, std**2)``.
 
+    Examples
+    --------
     >>> Normal(std=0.0, mean=2.0)((2,)).tolist()
     [2.0, 2.0]
     """
@@ -81,6 +83,8 @@ class Uniform(Initializer):
     mean : float
         Centre of the range when ``std`` is given.
 
+    Examples
+    --------
     >>> v = Uniform((2.0, 3.0))((100,))
     >>> bool(v.min() >= 2.0 and v.max() < 3.0)
     True
@@ -206,6 +210,8 @@ class HeUniform(He):
 class Constant(Initializer):
     """Fills with a constant value.
 
+    Examples
+    --------
     >>> Constant()((2,)).tolist()
     [0.0, 0.0]
     """
@@ -246,6 +252,8 @@ class Orthogonal(Initializer):
     The matrix has ``shape[0]`` rows and ``prod(shape[1:])`` columns; it
     comes from the SVD of a standard normal matrix.
 
+    Examples
+    --------
     >>> q = Orthogonal()((3, 3))
     >>> bool(np.allclose(q @ q.T, np.eye(3), atol=1e-6))
     True

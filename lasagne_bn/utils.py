@@ -76,6 +76,8 @@ def sum_terms(terms: Iterable) -> Variable | float:
     no rewrite turns back into one wide ``add``.  Few terms, or non-scalar
     ones, are added as Python's ``sum`` would (``0`` for no terms).
 
+    Examples
+    --------
     >>> w = [pytensor.shared(np.ones(2) * i) for i in range(40)]
     >>> float(sum_terms([pt.sum(v) for v in w]).eval(mode="FAST_COMPILE"))
     1560.0
@@ -91,6 +93,8 @@ def sum_terms(terms: Iterable) -> Variable | float:
 def floatX(arr: ArrayLike) -> np.ndarray:
     """Return ``arr`` as a NumPy array of dtype ``pytensor.config.floatX``.
 
+    Examples
+    --------
     >>> floatX([1, 2]).dtype == np.dtype(pytensor.config.floatX)
     True
     """
@@ -185,6 +189,8 @@ def is_portable(var: Variable) -> bool:
 def shared_empty(dim: int = 2, dtype: str | None = None) -> SharedVariable:
     """A shared variable of ``dim`` dimensions, each of size 1, filled with zeros.
 
+    Examples
+    --------
     >>> shared_empty(3).get_value().shape
     (1, 1, 1)
     """
@@ -294,6 +300,8 @@ def as_theano_expression(input: TensorLike) -> Variable:
 
     The name is Lasagne's; PyTensor variables are what Theano's were.
 
+    Examples
+    --------
     >>> float(as_theano_expression(3.0).data)
     3.0
     """
@@ -317,6 +325,8 @@ def collect_shared_vars(expressions: Variable | Sequence[Variable]) -> list[Shar
     The order is that of a left-to-right depth-first walk, so a list of
     shared variables comes back in its own order (without repeats).
 
+    Examples
+    --------
     >>> import pytensor
     >>> x, y = pytensor.shared(1.0, name='x'), pytensor.shared(2.0, name='y')
     >>> [v.name for v in collect_shared_vars(y * x + y)]
@@ -344,6 +354,8 @@ def one_hot(x: TensorLike, m: int | Variable | None = None) -> Variable:
 
     ``m`` defaults to ``max(x) + 1``.
 
+    Examples
+    --------
     >>> one_hot(pt.as_tensor([0, 2]), 3).eval()
     array([[1., 0., 0.],
            [0., 0., 1.]])
@@ -357,6 +369,8 @@ def one_hot(x: TensorLike, m: int | Variable | None = None) -> Variable:
 def unique(l: Iterable) -> list:
     """The items of ``l`` without repeats, in order of first appearance.
 
+    Examples
+    --------
     >>> unique([3, 1, 3, 2, 1])
     [3, 1, 2]
     """
@@ -387,6 +401,8 @@ def as_tuple(x: Any, N: int, t: type | tuple[type, ...] | None = None) -> tuple:
     ValueError
         If an iterable does not have length ``N``.
 
+    Examples
+    --------
     >>> as_tuple(3, 2)
     (3, 3)
     """
@@ -412,6 +428,8 @@ def as_tuple(x: Any, N: int, t: type | tuple[type, ...] | None = None) -> tuple:
 def inspect_kwargs(func: Callable) -> list[str]:
     """Names of the arguments of ``func`` that have a default value.
 
+    Examples
+    --------
     >>> inspect_kwargs(lambda a, b=1, *args, c=2, **kw: 0)
     ['b', 'c']
     """
@@ -428,6 +446,8 @@ def compute_norms(
     arrays, over axis 0 for 2-d (dense weights), over all axes but the first
     for 3- to 5-d (convolution weights).
 
+    Examples
+    --------
     >>> compute_norms(np.array([[3.0], [4.0]]))
     array([5.])
     """

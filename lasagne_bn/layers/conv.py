@@ -66,6 +66,8 @@ def conv_output_length(
     ``pad`` is ``'valid'``, ``'full'``, ``'same'`` or an int; the result is
     ``ceil(unstrided_length / stride)``.
 
+    Examples
+    --------
     >>> conv_output_length(32, 3, 2, 'same'), conv_output_length(32, 5, 1, 'valid')
     (16, 28)
     """
@@ -93,6 +95,8 @@ def conv_input_length(
     output length too.  This is the output length of the transposed
     convolution.
 
+    Examples
+    --------
     >>> conv_input_length(16, 3, 2, 'same')
     31
     """
@@ -333,6 +337,8 @@ class Conv1DLayer(BaseConvLayer):
 class Conv2DLayer(BaseConvLayer):
     """2-D convolution of ``(batch, channels, rows, cols)`` input (see :class:`BaseConvLayer`).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = Conv2DLayer(InputLayer((None, 8, 28, 28)), 4, (5, 3), stride=2, num_groups=2)
     >>> l.output_shape, l.W.get_value().shape
@@ -379,6 +385,8 @@ class Conv3DLayer(BaseConvLayer):
     See :class:`BaseConvLayer`; ``convolution`` defaults (``None``) to
     :func:`lasagne_bn.ops.conv.conv3d`.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = Conv3DLayer(InputLayer((None, 2, 8, 9, 10)), 4, 3, stride=(1, 2, 2), pad='same')
     >>> l.output_shape, l.W.get_value().shape
@@ -519,6 +527,8 @@ class TransposedConv2DLayer(_TransposedConvLayer):
                                        stride=conv.stride, crop=conv.pad, W=conv.W,
                                        flip_filters=not conv.flip_filters)
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = TransposedConv2DLayer(InputLayer((None, 16, 7, 7)), 8, 4, stride=2, crop=1)
     >>> l.output_shape, l.W.get_value().shape
@@ -569,6 +579,8 @@ class TransposedConv3DLayer(_TransposedConvLayer):
     ``(channels, num_filters) + filter_size``; ``output_size`` takes three
     sizes (or a symbolic vector of three).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = TransposedConv3DLayer(InputLayer((None, 4, 3, 5, 5)), 2, 3, stride=2, crop='same')
     >>> l.output_shape, l.W.get_value().shape
@@ -619,6 +631,8 @@ class DilatedConv2DLayer(BaseConvLayer):
     no stride, ``flip_filters=False`` (a correlation), and ``W`` of shape
     ``(channels, num_filters) + filter_size``.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> DilatedConv2DLayer(InputLayer((None, 3, 20, 20)), 5, 3, dilation=(2, 4)).output_shape
     (None, 5, 16, 12)

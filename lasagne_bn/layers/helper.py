@@ -398,6 +398,8 @@ def get_all_params(
 def count_params(layer: Layer | Sequence[Layer], **tags: bool) -> int:
     """Total number of parameter values (scalars) in the network, filtered by tags.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer, DenseLayer
     >>> count_params(DenseLayer(InputLayer((None, 4)), 3))
     15

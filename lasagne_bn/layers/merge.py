@@ -141,6 +141,8 @@ def autocrop_array_shapes(
 ) -> list[Shape]:
     """The shapes :func:`autocrop` would give, for shape tuples (None = unknown).
 
+    Examples
+    --------
     >>> autocrop_array_shapes([(2, 5), (2, 3)], [None, 'lower'])
     [(2, 3), (2, 3)]
     """

@@ -1070,6 +1070,8 @@ def group_norm(layer: Layer, groups: int = 32, **kwargs: Any) -> Layer:
     nonlinearity on top, and names the new layers ``<name>_gn`` and
     ``<name>_gn_nonlin``.  ``kwargs`` go to :class:`GroupNormLayer`.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer, Conv2DLayer, get_all_params
     >>> l = group_norm(Conv2DLayer(InputLayer((None, 3, 8, 8)), 16, 3, name='c'), groups=4)
     >>> [p.name for p in get_all_params(l)], l.name

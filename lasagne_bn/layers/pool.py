@@ -218,6 +218,8 @@ class Pool3DLayer(_PoolLayer):
     The arguments are those of :class:`Pool2DLayer`, with three entries per
     tuple (Theano's ``pool_3d``).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> Pool3DLayer(InputLayer((None, 3, 8, 7, 6)), 2).output_shape
     (None, 3, 4, 3, 3)
@@ -298,6 +300,8 @@ class GlobalPoolLayer(Layer):
         3 dimensions; the mean by default (``pt.max`` for global max
         pooling).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> GlobalPoolLayer(InputLayer((None, 64, 7, 7))).output_shape
     (None, 64)
@@ -386,6 +390,8 @@ class Upscale2DLayer(_UpscaleLayer):
     top-left of its block and zeros elsewhere (a transposed convolution
     does ``'dilate'`` plus a convolution more cheaply).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> Upscale2DLayer(InputLayer((None, 3, 5, 4)), (2, 3)).output_shape
     (None, 3, 10, 12)
@@ -403,6 +409,8 @@ class Upscale1DLayer(_UpscaleLayer):
 class Upscale3DLayer(_UpscaleLayer):
     """Upscales the three trailing axes of 5-d input (see :class:`Upscale2DLayer`).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> Upscale3DLayer(InputLayer((None, 3, 2, 3, 4)), (2, 1, 3)).output_shape
     (None, 3, 4, 3, 12)
@@ -458,6 +466,8 @@ class FeaturePoolLayer(Layer):
         Called as ``pool_function(x, axis=axis + 1)`` on the input reshaped
         to ``(..., groups, pool_size, ...)``; ``max`` by default (maxout).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> FeaturePoolLayer(InputLayer((None, 12, 5)), 3).output_shape
     (None, 4, 5)
@@ -499,6 +509,8 @@ class FeatureWTALayer(Layer):
     Keeps the largest value of each group (the first one where several tie)
     and sets the others to zero; the output has the input's shape.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> FeatureWTALayer(InputLayer((None, 12, 5)), 3).output_shape
     (None, 12, 5)
@@ -638,6 +650,8 @@ class SpatialPyramidPoolingLayer(Layer):
         allows, as in Lasagne); ``'kaiming'`` cuts each bin out separately
         (the definition of He et al.'s SPP-net paper, any size).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> SpatialPyramidPoolingLayer(InputLayer((None, 8, 13, 17)), [4, 2, 1]).output_shape
     (None, 8, 21)

@@ -205,6 +205,8 @@ class DimshuffleLayer(Layer):
         Input axis for each output axis; ``'x'`` inserts a size-1 axis.
         Input axes left out must have size 1 (or unknown size).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> DimshuffleLayer(InputLayer((2, 3, 1)), (1, 'x', 0)).output_shape
     (3, 1, 2)
@@ -341,6 +343,8 @@ class SliceLayer(Layer):
     axis : int
         The axis to slice (negative counts from the end).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> SliceLayer(InputLayer((None, 10)), slice(2, 5), axis=1).output_shape
     (None, 3)

@@ -69,6 +69,8 @@ class NonlinearityLayer(Layer):
     nonlinearity : callable or None
         ``None`` means the identity.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> NonlinearityLayer(InputLayer((None, 3))).nonlinearity.__name__
     'rectify'
@@ -174,6 +176,8 @@ def standardize(
     Adds a :class:`BiasLayer` with ``-offset`` and a :class:`ScaleLayer`
     with ``1 / scale``, both without the ``trainable`` tag.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from lasagne_bn.layers import InputLayer
     >>> l = standardize(InputLayer((None, 2)), np.array([1.0, 2.0]), np.array([2.0, 4.0]))
@@ -200,6 +204,8 @@ class ExpressionLayer(Layer):
         the input shape to the output shape; ``'auto'``: found by applying
         ``function`` to a zero-filled array (unknown sizes as 0).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = ExpressionLayer(InputLayer((2, 3)), lambda x: x.sum(axis=1), output_shape='auto')
     >>> l.output_shape

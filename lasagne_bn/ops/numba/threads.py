@@ -455,6 +455,8 @@ def kernel_threads(work: int, kind: str = "batch_norm") -> int:
     window reads (output elements times window size) for ``'pool'``,
     output elements (all outputs) for ``'elemwise'``.
 
+    Examples
+    --------
     >>> kernel_threads(64, "pool")
     1
     """
