@@ -93,6 +93,15 @@ class ExportedModel:
         ``'rng'`` (a JAX PRNG key) when the network draws random numbers
         (dropout, noise) in training.
     input_layers, output_layers : list of Layer
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> model = ExportedModel(batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc')))
+    >>> sorted(model.params), sorted(model.state)
+    (['fc.W', 'fc_bn.beta', 'fc_bn.gamma'], ['fc_bn.inv_std', 'fc_bn.mean'])
+    >>> [layer.name for layer in model.output_layers], model.params['fc.W'].shape
+    (['fc_bn_nonlin'], (3, 2))
     """
 
     def __init__(

@@ -42,7 +42,16 @@ def _relu_gain(gain):
 
 
 class Initializer:
-    """Base class: subclasses implement :meth:`sample`."""
+    """Base class: subclasses implement :meth:`sample`.
+
+    Examples
+    --------
+    >>> class Ones(Initializer):
+    ...     def sample(self, shape):
+    ...         return np.ones(shape)
+    >>> Ones()((2,)).tolist()
+    [1.0, 1.0]
+    """
 
     def __call__(self, shape) -> np.ndarray:
         """Same as :meth:`sample`."""
@@ -126,6 +135,15 @@ class Glorot(Initializer):
         Scale factor; ``'relu'`` means ``sqrt(2)``.
     c01b : bool
         Weights in cuda-convnet's ``c01b`` layout (4-d only).
+
+    Examples
+    --------
+    >>> init = Glorot(Normal, gain='relu')
+    >>> init.initializer is Normal, round(float(init.gain), 4)
+    (True, 1.4142)
+    >>> w = init((300, 100))
+    >>> w.shape, bool(abs(w.std() - np.sqrt(2) * np.sqrt(2 / 400)) < 0.005)
+    ((300, 100), True)
     """
 
     def __init__(
@@ -151,14 +169,28 @@ class Glorot(Initializer):
 
 
 class GlorotNormal(Glorot):
-    """:class:`Glorot` with a normal distribution."""
+    """:class:`Glorot` with a normal distribution.
+
+    Examples
+    --------
+    >>> init = GlorotNormal()
+    >>> init.initializer is Normal, init((4, 3)).shape
+    (True, (4, 3))
+    """
 
     def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Normal, gain, c01b)
 
 
 class GlorotUniform(Glorot):
-    """:class:`Glorot` with a uniform distribution (the default for weights)."""
+    """:class:`Glorot` with a uniform distribution (the default for weights).
+
+    Examples
+    --------
+    >>> v = GlorotUniform()((20, 30))
+    >>> v.shape, bool(np.abs(v).max() <= np.sqrt(6 / 50))
+    ((20, 30), True)
+    """
 
     def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Uniform, gain, c01b)
@@ -169,6 +201,12 @@ class He(Initializer):
 
     ``fan_in`` is ``shape[0]`` for 2-d weights, the product of all but the
     first size otherwise (for ``c01b``, of the first three).
+
+    Examples
+    --------
+    >>> w = He(Normal, gain='relu')((1000, 50))
+    >>> w.shape, bool(abs(w.std() - np.sqrt(2 / 1000)) < 1e-3)
+    ((1000, 50), True)
     """
 
     def __init__(
@@ -194,14 +232,28 @@ class He(Initializer):
 
 
 class HeNormal(He):
-    """:class:`He` with a normal distribution."""
+    """:class:`He` with a normal distribution.
+
+    Examples
+    --------
+    >>> init = HeNormal()
+    >>> init.initializer is Normal, init((4, 3)).shape
+    (True, (4, 3))
+    """
 
     def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Normal, gain, c01b)
 
 
 class HeUniform(He):
-    """:class:`He` with a uniform distribution."""
+    """:class:`He` with a uniform distribution.
+
+    Examples
+    --------
+    >>> v = HeUniform()((100, 10))
+    >>> v.shape, bool(np.abs(v).max() <= np.sqrt(3 / 100))
+    ((100, 10), True)
+    """
 
     def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Uniform, gain, c01b)
@@ -227,6 +279,12 @@ class Sparse(Initializer):
     """2-d weights where each column has ``int(sparsity * rows)`` nonzero entries.
 
     The nonzero entries are drawn from ``N(0, std**2)``.
+
+    Examples
+    --------
+    >>> w = Sparse(sparsity=0.5)((4, 3))
+    >>> w.shape, (w != 0).sum(axis=0).tolist()
+    ((4, 3), [2, 2, 2])
     """
 
     def __init__(self, sparsity: float = 0.1, std: float = 0.01) -> None:

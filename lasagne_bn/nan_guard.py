@@ -52,6 +52,16 @@ def layer_of(variable: Variable) -> tuple[int, Layer] | None:
     A variable the rewrites made (a fused elementwise node) carries no tag:
     its layer is the latest one among the tagged variables it is computed
     from (what it computes comes after all of them).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_output
+    >>> net = DenseLayer(InputLayer((None, 2)), 3, name='fc')
+    >>> position, layer = layer_of(get_output(net))
+    >>> position, layer.name
+    (1, 'fc')
+    >>> layer_of(net.input_layer.input_var) is None
+    True
     """
     tag = _tagged(variable)
     if tag is not None:
@@ -91,6 +101,13 @@ class NanGuardMode(_PyTensorNanGuardMode):
     Same parameters as PyTensor's (``nan_is_error``, ``inf_is_error``,
     ``big_is_error``, ``optimizer``).  Graphs not built by
     :func:`~lasagne_bn.layers.get_output` get PyTensor's error unchanged.
+
+    Examples
+    --------
+    >>> from pytensor.compile.mode import Mode
+    >>> mode = NanGuardMode(nan_is_error=True, inf_is_error=True, big_is_error=False)
+    >>> isinstance(mode, Mode)
+    True
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -79,6 +79,13 @@ class Layer:
         The layer feeding into this one, or the expected input shape.
     name : str, optional
         Name of the layer; parameter names are prefixed with it.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import Layer
+    >>> l = Layer((None, 3), name='base')
+    >>> l.input_shape, l.output_shape, l.get_params()
+    ((None, 3), (None, 3), [])
     """
 
     def __init__(self, incoming: Incoming, name: str | None = None) -> None:
@@ -200,6 +207,13 @@ class MergeLayer(Layer):
         The layers feeding into this one, or their expected output shapes.
     name : str, optional
         Name of the layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, MergeLayer
+    >>> m = MergeLayer([InputLayer((None, 2), name='a'), (None, 3)])
+    >>> m.input_shapes, [type(l).__name__ for l in m.input_layers]
+    ([(None, 2), (None, 3)], ['InputLayer', 'NoneType'])
     """
 
     def __init__(self, incomings: Sequence[Incoming], name: str | None = None) -> None:

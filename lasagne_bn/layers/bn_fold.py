@@ -125,6 +125,15 @@ def fold_batch_norm(network: Layer | Sequence[Layer]) -> Layer | list[Layer]:
         The copy's output layer(s).  Use it deterministically (dropout still
         sits where it was); its outputs equal the original's deterministic
         outputs to float rounding.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, get_all_layers
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc'))
+    >>> [type(l).__name__ for l in get_all_layers(fold_batch_norm(net))]
+    ['InputLayer', 'DenseLayer', 'NonlinearityLayer']
+    >>> [type(l).__name__ for l in get_all_layers(net)]  # the original is unchanged
+    ['InputLayer', 'DenseLayer', 'BatchNormLayer', 'NonlinearityLayer']
     """
     from lasagne_bn.layers.helper import get_all_layers
     from lasagne_bn.layers.normalization import BatchNormLayer

@@ -64,6 +64,15 @@ def freeze_batch_norm(network: Layer | Sequence[Layer], *, params: bool = False)
     -------
     list of BatchNormLayer
         The layers frozen.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc'))
+    >>> [layer.name for layer in freeze_batch_norm(net)]
+    ['fc_bn']
+    >>> net.input_layer.frozen
+    True
     """
     layers = _bn_layers(network)
     for layer in layers:
@@ -77,6 +86,14 @@ def unfreeze_batch_norm(network: Layer | Sequence[Layer]) -> list:
     """Undo :func:`freeze_batch_norm`: batch statistics and updates in training again.
 
     Only gamma and beta that freezing took out of training become trainable again.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, freeze_batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc'))
+    >>> _ = freeze_batch_norm(net)
+    >>> [layer.name for layer in unfreeze_batch_norm(net)], net.input_layer.frozen
+    (['fc_bn'], False)
     """
     layers = _bn_layers(network)
     for layer in layers:

@@ -119,6 +119,18 @@ def recompute_bn_stats(
     ------
     ValueError
         If ``batches`` holds no data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 2)), 1, W=np.ones((2, 1)), name='fc'))
+    >>> batches = [np.zeros((4, 2)), np.ones((4, 2))]
+    >>> done = recompute_bn_stats(net, batches, mode='FAST_COMPILE', progress=False)
+    >>> [layer.name for layer in done]
+    ['fc_bn']
+    >>> net.input_layer.mean.get_value().tolist()
+    [1.0]
     """
     import pytensor
 

@@ -287,6 +287,13 @@ class Conv1DLayer(BaseConvLayer):
     """1-D convolution of ``(batch, channels, length)`` input (see :class:`BaseConvLayer`).
 
     Computed as a 2-D convolution over a size-1 row axis.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Conv1DLayer(InputLayer((None, 2, 20)), 4, 5, stride=2)
+    >>> l.output_shape, l.W.get_value().shape
+    ((None, 4, 8), (4, 2, 5))
     """
 
     def __init__(

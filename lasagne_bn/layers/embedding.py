@@ -44,6 +44,13 @@ class EmbeddingLayer(Layer):
         Length of each embedding vector.
     W : initializer, array or expression
         The ``(input_size, output_size)`` table, ``Normal()`` by default.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = EmbeddingLayer(InputLayer((None, 7)), input_size=100, output_size=16)
+    >>> l.output_shape, l.W.get_value().shape
+    ((None, 7, 16), (100, 16))
     """
 
     def __init__(

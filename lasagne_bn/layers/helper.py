@@ -469,7 +469,17 @@ def _layer_type(layer) -> str:
 
 
 def get_all_param_values(layer: Layer | Sequence[Layer], **tags: bool) -> list[np.ndarray]:
-    """Copies of the values of :func:`get_all_params`, in the same order."""
+    """Copies of the values of :func:`get_all_params`, in the same order.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> net = DenseLayer(InputLayer((None, 3)), 2)
+    >>> [v.shape for v in get_all_param_values(net)]
+    [(3, 2), (2,)]
+    >>> [v.shape for v in get_all_param_values(net, regularizable=True)]
+    [(3, 2)]
+    """
     return [p.get_value() for p in get_all_params(layer, **tags)]
 
 

@@ -79,6 +79,13 @@ class LocallyConnected2DLayer(Conv2DLayer):
         If an input size other than the batch size is unknown, or
         ``channelwise`` is set and ``num_filters`` differs from the number
         of input channels.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = LocallyConnected2DLayer(InputLayer((None, 3, 5, 5)), 4, 3)
+    >>> l.output_shape, l.W.get_value().shape, l.b.get_value().shape
+    ((None, 4, 5, 5), (4, 3, 3, 3, 5, 5), (4,))
     """
 
     def __init__(

@@ -210,6 +210,15 @@ class ConcatLayer(MergeLayer):
     cropping : None or list
         Crop the other axes to a common size first (see :func:`autocrop`);
         the entry for ``axis`` is ignored.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> a, b = InputLayer((None, 2, 5)), InputLayer((None, 3, 4))
+    >>> ConcatLayer([a, b], cropping=[None, None, 'lower']).output_shape
+    (None, 5, 4)
+    >>> ConcatLayer([a, InputLayer((None, 2, 1))], axis=-1).output_shape
+    (None, 2, 6)
     """
 
     def __init__(
@@ -286,6 +295,14 @@ class ElemwiseMergeLayer(MergeLayer):
         ``f(a, b)``, e.g. ``pytensor.tensor.maximum``.
     cropping : None or list
         See :func:`autocrop`.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = ElemwiseMergeLayer([InputLayer((None, 4)), InputLayer((None, 4))], pt.maximum)
+    >>> l.output_shape, l.merge_function is pt.maximum
+    ((None, 4), True)
     """
 
     def __init__(
@@ -337,6 +354,13 @@ class ElemwiseSumLayer(ElemwiseMergeLayer):
         cast to the input's dtype.
     cropping : None or list
         See :func:`autocrop`.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = ElemwiseSumLayer([InputLayer((None, 4)), InputLayer((None, 4))], coeffs=[1, -1])
+    >>> l.output_shape, l.coeffs
+    ((None, 4), [1, -1])
     """
 
     def __init__(

@@ -178,7 +178,14 @@ dropout = DropoutLayer
 
 
 def dropout_channels(incoming: Incoming, *args: Any, **kwargs: Any) -> Layer:
-    """Dropout of whole channels: a :class:`DropoutLayer` sharing the mask over axes 2, 3, ..."""
+    """Dropout of whole channels: a :class:`DropoutLayer` sharing the mask over axes 2, 3, ...
+
+    Examples
+    --------
+    >>> l = dropout_channels((None, 8, 5, 5), p=0.2)
+    >>> type(l).__name__, l.p, l.shared_axes
+    ('DropoutLayer', 0.2, (2, 3))
+    """
     ndim = len(getattr(incoming, "output_shape", incoming))
     kwargs["shared_axes"] = tuple(range(2, ndim))
     return DropoutLayer(incoming, *args, **kwargs)
@@ -188,7 +195,14 @@ spatial_dropout = dropout_channels
 
 
 def dropout_locations(incoming: Incoming, *args: Any, **kwargs: Any) -> Layer:
-    """Dropout of whole positions: a :class:`DropoutLayer` sharing the mask over axis 1."""
+    """Dropout of whole positions: a :class:`DropoutLayer` sharing the mask over axis 1.
+
+    Examples
+    --------
+    >>> l = dropout_locations((None, 8, 5, 5), p=0.2)
+    >>> type(l).__name__, l.p, l.shared_axes
+    ('DropoutLayer', 0.2, (1,))
+    """
     kwargs["shared_axes"] = (1,)
     return DropoutLayer(incoming, *args, **kwargs)
 
@@ -201,6 +215,16 @@ class GaussianNoiseLayer(Layer):
     incoming : Layer or tuple
     sigma : float
         Standard deviation of the noise; 0 or ``deterministic=True`` adds none.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, get_output
+    >>> l_in = InputLayer((None, 4))
+    >>> l = GaussianNoiseLayer(l_in, sigma=0.5)
+    >>> l.output_shape, l.sigma
+    ((None, 4), 0.5)
+    >>> get_output(l, deterministic=True) is l_in.input_var
+    True
     """
 
     def __init__(self, incoming: Incoming, sigma: float = 0.1, **kwargs: Any) -> None:

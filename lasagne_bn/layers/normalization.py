@@ -863,6 +863,13 @@ class LocalResponseNormalization2DLayer(Layer):
         See the formula.
     n : int
         Number of adjacent channels; must be odd.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = LocalResponseNormalization2DLayer(InputLayer((None, 8, 4, 4)), n=3)
+    >>> l.output_shape, l.get_params()
+    ((None, 8, 4, 4), [])
     """
 
     def __init__(
@@ -920,6 +927,15 @@ class StandardizationLayer(Layer):
         ``'spatial'``: all axes from 2 on; ``'features'``: all but axis 0.
     epsilon : float
         Added to the (biased) variance.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> StandardizationLayer(InputLayer((None, 3, 4, 4))).axes
+    (2, 3)
+    >>> l = StandardizationLayer(InputLayer((None, 3, 4, 4)), axes='features')
+    >>> l.axes, l.get_params()
+    ((1, 2, 3), [])
     """
 
     def __init__(
@@ -1095,6 +1111,13 @@ def instance_norm(
     Like :func:`batch_norm`, removes ``layer``'s bias, moves its nonlinearity
     on top, and names the new layers ``<name>_in``, ``_in_scale``,
     ``_in_bias``, ``_in_nonlin``.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, Conv2DLayer, get_all_layers
+    >>> net = instance_norm(Conv2DLayer(InputLayer((None, 3, 8, 8)), 4, 3, name='conv'))
+    >>> [l.name for l in get_all_layers(net)][1:]
+    ['conv', 'conv_in', 'conv_in_scale', 'conv_in_bias', 'conv_in_nonlin']
     """
     from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
 
@@ -1116,6 +1139,15 @@ def layer_norm(layer: Layer, **kwargs: Any) -> Layer:
     Like :func:`batch_norm`, removes ``layer``'s bias, moves its nonlinearity
     on top, and names the new layers ``<name>_ln``, ``_ln_scale``,
     ``_ln_bias``, ``_ln_nonlin``.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_all_layers
+    >>> net = layer_norm(DenseLayer(InputLayer((None, 5)), 4, name='fc'))
+    >>> [l.name for l in get_all_layers(net)][1:]
+    ['fc', 'fc_ln', 'fc_ln_scale', 'fc_ln_bias', 'fc_ln_nonlin']
+    >>> net.output_shape
+    (None, 4)
     """
     from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
 

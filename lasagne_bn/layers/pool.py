@@ -126,6 +126,13 @@ class Pool2DLayer(_PoolLayer):
     ignore_border : bool
         ``False`` keeps a partial last window.
     mode : 'max', 'average_inc_pad' or 'average_exc_pad'
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Pool2DLayer(InputLayer((None, 3, 8, 8)), 3, stride=2, pad=1, mode='average_inc_pad')
+    >>> l.output_shape
+    (None, 3, 4, 4)
     """
 
     n = 2
@@ -154,7 +161,15 @@ class Pool2DLayer(_PoolLayer):
 
 
 class MaxPool2DLayer(Pool2DLayer):
-    """Max pooling over the two trailing axes of 4-d input (see :class:`Pool2DLayer`)."""
+    """Max pooling over the two trailing axes of 4-d input (see :class:`Pool2DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l_in = InputLayer((None, 3, 7, 7))
+    >>> MaxPool2DLayer(l_in, 2).output_shape, MaxPool2DLayer(l_in, 2, stride=1).output_shape
+    ((None, 3, 3, 3), (None, 3, 6, 6))
+    """
 
     def __init__(
         self,
@@ -169,7 +184,15 @@ class MaxPool2DLayer(Pool2DLayer):
 
 
 class Pool1DLayer(_PoolLayer):
-    """Max or average pooling over the trailing axis of 3-d input (see :class:`Pool2DLayer`)."""
+    """Max or average pooling over the trailing axis of 3-d input (see :class:`Pool2DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Pool1DLayer(InputLayer((None, 3, 10)), 2, mode='average_exc_pad')
+    >>> l.output_shape, l.mode
+    ((None, 3, 5), 'average_exc_pad')
+    """
 
     n = 1
 
@@ -198,7 +221,17 @@ class Pool1DLayer(_PoolLayer):
 
 
 class MaxPool1DLayer(Pool1DLayer):
-    """Max pooling over the trailing axis of 3-d input."""
+    """Max pooling over the trailing axis of 3-d input.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l_in = InputLayer((None, 3, 10))
+    >>> MaxPool1DLayer(l_in, 3).output_shape
+    (None, 3, 3)
+    >>> MaxPool1DLayer(l_in, 3, ignore_border=False).output_shape  # a partial last window
+    (None, 3, 4)
+    """
 
     def __init__(
         self,
@@ -251,7 +284,14 @@ class Pool3DLayer(_PoolLayer):
 
 
 class MaxPool3DLayer(Pool3DLayer):
-    """Max pooling over the three trailing axes of 5-d input (see :class:`Pool3DLayer`)."""
+    """Max pooling over the three trailing axes of 5-d input (see :class:`Pool3DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> MaxPool3DLayer(InputLayer((None, 2, 4, 6, 8)), 2).output_shape
+    (None, 2, 2, 3, 4)
+    """
 
     def __init__(
         self,
@@ -401,7 +441,14 @@ class Upscale2DLayer(_UpscaleLayer):
 
 
 class Upscale1DLayer(_UpscaleLayer):
-    """Upscales the trailing axis of 3-d input (see :class:`Upscale2DLayer`)."""
+    """Upscales the trailing axis of 3-d input (see :class:`Upscale2DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> Upscale1DLayer(InputLayer((None, 2, 5)), 3).output_shape
+    (None, 2, 15)
+    """
 
     n = 1
 

@@ -50,6 +50,13 @@ class FlattenLayer(Layer):
     incoming : Layer or tuple
     outdim : int
         Number of output dimensions (at least 1, at most the input's).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l_in = InputLayer((None, 3, 4, 5))
+    >>> FlattenLayer(l_in).output_shape, FlattenLayer(l_in, outdim=3).output_shape
+    ((None, 60), (None, 3, 20))
     """
 
     def __init__(self, incoming: Incoming, outdim: int = 2, **kwargs: Any) -> None:

@@ -114,6 +114,14 @@ class BiasLayer(Layer):
         ``None`` adds nothing.  Not regularizable.
     shared_axes : 'auto', int or tuple of int
         Axes the bias is shared over; ``'auto'`` is all but the second.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> BiasLayer(InputLayer((None, 3, 4, 4))).b.get_value().shape
+    (3,)
+    >>> BiasLayer(InputLayer((None, 3, 4, 4)), shared_axes=0).b.get_value().shape
+    (3, 4, 4)
     """
 
     def __init__(
@@ -147,6 +155,13 @@ class ScaleLayer(Layer):
         Shape: the input shape without ``shared_axes``.  Not regularizable.
     shared_axes : 'auto', int or tuple of int
         Axes the scales are shared over; ``'auto'`` is all but the second.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = ScaleLayer(InputLayer((None, 3, 4, 4)))
+    >>> l.scales.get_value().tolist(), l.output_shape
+    ([1.0, 1.0, 1.0], (None, 3, 4, 4))
     """
 
     def __init__(
@@ -263,6 +278,14 @@ class InverseLayer(MergeLayer):
         What to backpropagate (shaped like ``layer``'s output).
     layer : Layer
         The layer to invert.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> encoder = DenseLayer(InputLayer((None, 6)), 2)
+    >>> decoder = InverseLayer(encoder, encoder)
+    >>> decoder.output_shape, decoder.get_params()
+    ((None, 6), [])
     """
 
     def __init__(self, incoming: Incoming, layer: Layer, **kwargs: Any) -> None:
@@ -288,6 +311,15 @@ class ParametricRectifierLayer(Layer):
     shared_axes : 'auto', 'all', int or tuple of int
         Axes the slopes are shared over; ``'auto'`` is all but the second,
         ``'all'`` gives a single slope.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> ParametricRectifierLayer(InputLayer((None, 3, 4, 4))).alpha.get_value().shape
+    (3,)
+    >>> l = ParametricRectifierLayer(InputLayer((None, 3, 4, 4)), shared_axes='all')
+    >>> l.alpha.get_value().tolist()
+    0.25
     """
 
     def __init__(
@@ -321,6 +353,16 @@ def prelu(layer: Layer, **kwargs: Any) -> Layer:
 
     ``layer.nonlinearity`` becomes the identity; ``kwargs`` go to the new
     layer.  Returns the new layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_all_layers
+    >>> net = prelu(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+    >>> [type(l).__name__ for l in get_all_layers(net)]
+    ['InputLayer', 'DenseLayer', 'ParametricRectifierLayer']
+    >>> from lasagne_bn.nonlinearities import identity
+    >>> net.input_layer.nonlinearity is identity
+    True
     """
     nonlinearity = getattr(layer, "nonlinearity", None)
     if nonlinearity is not None:
@@ -409,6 +451,13 @@ def rrelu(layer: Layer, **kwargs: Any) -> Layer:
 
     ``layer.nonlinearity`` becomes the identity; ``kwargs`` go to the new
     layer.  Returns the new layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> net = rrelu(DenseLayer(InputLayer((None, 4)), 3))
+    >>> type(net).__name__, net.lower, net.upper, net.get_params()
+    ('RandomizedRectifierLayer', 0.3, 0.8, [])
     """
     nonlinearity = getattr(layer, "nonlinearity", None)
     if nonlinearity is not None:

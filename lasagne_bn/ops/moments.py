@@ -90,6 +90,13 @@ class Moments(BatchNormCOp):
     mean and variance): ``d mean / dx = 1 / m``,
     ``d var / dx = 2 (x - mean) / m``, ``d shifted_mean / dx = 1 / m``.  It
     is a plain graph, so it is differentiable again.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> mean, var, shift, shifted_mean = Moments((1,))(pt.matrix('x'))
+    >>> [v.type.shape for v in (mean, var, shift, shifted_mean)]
+    [(None, 1), (None, 1), (None, 1), (None, 1)]
     """
 
     __props__ = ("axes",)

@@ -61,7 +61,15 @@ POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
 def pool_output_length(
     size: int | None, ws: int, stride: int, pad: int, ignore_border: bool
 ) -> int | None:
-    """Theano's pooled length of one axis; ``None`` if ``size`` is unknown."""
+    """Theano's pooled length of one axis; ``None`` if ``size`` is unknown.
+
+    Examples
+    --------
+    >>> pool_output_length(5, 2, 2, 0, True), pool_output_length(5, 2, 2, 0, False)
+    (2, 3)
+    >>> pool_output_length(None, 2, 2, 0, True) is None
+    True
+    """
     if size is None:
         return None
     v = size + 2 * pad
