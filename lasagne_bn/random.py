@@ -28,7 +28,17 @@ _rng = np.random
 
 
 def get_rng() -> np.random.RandomState | ModuleType:
-    """The current random generator (``numpy.random`` unless :func:`set_rng` was called)."""
+    """The current random generator (``numpy.random`` unless :func:`set_rng` was called).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> old = get_rng()
+    >>> set_rng(np.random.RandomState(1))
+    >>> isinstance(get_rng(), np.random.RandomState)
+    True
+    >>> set_rng(old)
+    """
     return _rng
 
 
@@ -39,6 +49,18 @@ def set_rng(new_rng: np.random.RandomState | ModuleType) -> None:
     ----------
     new_rng : numpy.random.RandomState or the numpy.random module
         Must offer ``normal``, ``uniform``, ``randint`` and ``shuffle``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lasagne_bn.init import Normal
+    >>> old = get_rng()
+    >>> set_rng(np.random.RandomState(3))
+    >>> a = Normal()((2,))
+    >>> set_rng(np.random.RandomState(3))
+    >>> bool((Normal()((2,)) == a).all())  # the same seed, the same initial values
+    True
+    >>> set_rng(old)
     """
     global _rng
     _rng = new_rng

@@ -182,7 +182,13 @@ def portable_shared(
 
 
 def is_portable(var: Variable) -> bool:
-    """Whether ``var`` is a shared variable made by :func:`portable_shared`."""
+    """Whether ``var`` is a shared variable made by :func:`portable_shared`.
+
+    Examples
+    --------
+    >>> is_portable(portable_shared(np.zeros(2))), is_portable(pytensor.shared(np.zeros(2)))
+    (True, False)
+    """
     return isinstance(var, SharedVariable) and isinstance(var.container.storage, _HostStorage)
 
 
@@ -261,6 +267,18 @@ def match_type(expr: TensorLike, target_type: Type, what: str = "expression") ->
     PyTensor 3 infers static shapes eagerly and requires updates to have
     exactly their variable's type.  A more specific static shape than the
     target's cannot be loosened, so it is an error here.
+
+    Examples
+    --------
+    >>> from pytensor.tensor.type import TensorType
+    >>> target = TensorType('float32', shape=(3,))
+    >>> match_type(np.zeros(3), target).type == target
+    True
+    >>> try:
+    ...     match_type(np.zeros(4), target)
+    ... except TypeError as error:
+    ...     print(error)
+    expression has static shape (4,); expected shape (3,) (size 3 on axis 0)
     """
     if isinstance(expr, Variable) and expr.type == target_type:
         return expr
