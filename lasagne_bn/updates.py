@@ -65,6 +65,15 @@ def get_or_compute_grads(
     ValueError
         If a parameter is not a shared variable, or the number of given
         gradients differs from the number of parameters.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> [g] = get_or_compute_grads((w ** 2).sum(), [w])
+    >>> g.eval(mode="FAST_COMPILE").tolist()
+    [2.0, 4.0]
+    >>> get_or_compute_grads([g], [w])[0] is g
+    True
     """
     params = list(params)
     for i, p in enumerate(params):
@@ -103,7 +112,17 @@ def sgd(
     params: Sequence[SharedVariable],
     learning_rate: float | Variable,
 ) -> OrderedDict:
-    """Stochastic gradient descent: ``param - learning_rate * grad``."""
+    """Stochastic gradient descent: ``param - learning_rate * grad``.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = sgd((w ** 2).sum(), [w], learning_rate=0.1)
+    >>> list(updates) == [w]
+    True
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()
+    [0.8, 1.6]
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -121,6 +140,13 @@ def apply_momentum(
 
     ``velocity = momentum * velocity + (update - param)``; ``param + velocity``.
     ``params`` defaults to all keys of ``updates``.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = apply_momentum(sgd((w ** 2).sum(), [w], 0.1), momentum=0.9)
+    >>> len(updates), w in updates
+    (2, True)
     """
     if params is None:
         params = updates.keys()
@@ -139,7 +165,17 @@ def momentum(
     learning_rate: float | Variable,
     momentum: float | Variable = 0.9,
 ) -> OrderedDict:
-    """SGD with classical momentum."""
+    """SGD with classical momentum.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = momentum((w ** 2).sum(), [w], learning_rate=0.1, momentum=0.9)
+    >>> len(updates)  # w and its velocity
+    2
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()  # the velocity starts at 0
+    [0.8, 1.6]
+    """
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_momentum(updates, momentum=momentum)
 
@@ -149,7 +185,15 @@ def apply_nesterov_momentum(
     params: Sequence[SharedVariable] | None = None,
     momentum: float | Variable = 0.9,
 ) -> OrderedDict:
-    """Add Nesterov momentum to existing updates (Lasagne's formulation)."""
+    """Add Nesterov momentum to existing updates (Lasagne's formulation).
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = apply_nesterov_momentum(sgd((w ** 2).sum(), [w], 0.1), momentum=0.9)
+    >>> len(updates), w in updates
+    (2, True)
+    """
     if params is None:
         params = updates.keys()
     updates = OrderedDict(updates)
@@ -167,7 +211,17 @@ def nesterov_momentum(
     learning_rate: float | Variable,
     momentum: float | Variable = 0.9,
 ) -> OrderedDict:
-    """SGD with Nesterov momentum."""
+    """SGD with Nesterov momentum.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = nesterov_momentum((w ** 2).sum(), [w], learning_rate=0.1, momentum=0.9)
+    >>> len(updates)  # w and its velocity
+    2
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()
+    [0.62, 1.24]
+    """
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_nesterov_momentum(updates, momentum=momentum)
 
@@ -178,7 +232,15 @@ def adagrad(
     learning_rate: float | Variable = 1.0,
     epsilon: float = 1e-6,
 ) -> OrderedDict:
-    """Adagrad: steps scaled by the root of the accumulated squared gradients."""
+    """Adagrad: steps scaled by the root of the accumulated squared gradients.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adagrad((w ** 2).sum(), [w], learning_rate=0.1)
+    >>> len(updates)  # w and its sum of squared gradients
+    2
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -199,7 +261,15 @@ def rmsprop(
     rho: float | Variable = 0.9,
     epsilon: float = 1e-6,
 ) -> OrderedDict:
-    """RMSProp: steps scaled by a moving root mean square of the gradients."""
+    """RMSProp: steps scaled by a moving root mean square of the gradients.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = rmsprop((w ** 2).sum(), [w], learning_rate=0.01)
+    >>> len(updates)  # w and its moving mean of squared gradients
+    2
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -221,7 +291,15 @@ def adadelta(
     rho: float | Variable = 0.95,
     epsilon: float = 1e-6,
 ) -> OrderedDict:
-    """Adadelta: RMSProp with steps scaled by a moving RMS of past steps."""
+    """Adadelta: RMSProp with steps scaled by a moving RMS of past steps.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adadelta((w ** 2).sum(), [w])
+    >>> len(updates)  # w, its squared-gradient and its squared-step averages
+    3
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -250,7 +328,17 @@ def adam(
     beta2: float | Variable = 0.999,
     epsilon: float = 1e-8,
 ) -> OrderedDict:
-    """Adam (Kingma & Ba), with the bias correction folded into the step size."""
+    """Adam (Kingma & Ba), with the bias correction folded into the step size.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adam((w ** 2).sum(), [w], learning_rate=0.1)
+    >>> len(updates)  # w, its two moment estimates and the step count
+    4
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()  # the first step is ~learning_rate
+    [0.9, 1.9]
+    """
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
     t_prev = _step_counter()
@@ -279,7 +367,15 @@ def adamax(
     beta2: float | Variable = 0.999,
     epsilon: float = 1e-8,
 ) -> OrderedDict:
-    """Adamax: Adam with the infinity norm."""
+    """Adamax: Adam with the infinity norm.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adamax((w ** 2).sum(), [w])
+    >>> len(updates)  # w, its moment and norm estimates and the step count
+    4
+    """
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
     t_prev = _step_counter()
@@ -308,7 +404,15 @@ def amsgrad(
     beta2: float | Variable = 0.999,
     epsilon: float = 1e-8,
 ) -> OrderedDict:
-    """AMSGrad: Adam with a non-decreasing second-moment estimate."""
+    """AMSGrad: Adam with a non-decreasing second-moment estimate.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = amsgrad((w ** 2).sum(), [w])
+    >>> len(updates)  # w, three moment estimates and the step count
+    5
+    """
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
     t_prev = _step_counter()
@@ -356,6 +460,12 @@ def norm_constraint(
     ------
     ValueError
         For other ndims without ``norm_axes``.
+
+    Examples
+    --------
+    >>> W = pt.as_tensor(np.array([[3.0, 0.3], [4.0, 0.4]]))  # column norms 5 and 0.5
+    >>> norm_constraint(W, max_norm=1.0).eval(mode="FAST_COMPILE").round(4).tolist()
+    [[0.6, 0.3], [0.8, 0.4]]
     """
     ndim = tensor_var.ndim
     if norm_axes is not None:
@@ -382,6 +492,14 @@ def total_norm_constraint(
 
     Returns the rescaled tensors, and the norm before rescaling if
     ``return_norm``.
+
+    Examples
+    --------
+    >>> a, b = pt.as_tensor(np.array([3.0])), pt.as_tensor(np.array([4.0]))
+    >>> scaled, norm = total_norm_constraint([a, b], max_norm=1.0, return_norm=True)
+    >>> f = pytensor.function([], [*scaled, norm], mode="FAST_COMPILE")
+    >>> [np.round(v, 4).tolist() for v in f()]
+    [[0.6], [0.8], 5.0]
     """
     norm = pt.sqrt(utils.sum_terms(pt.sum(tensor**2) for tensor in tensor_vars))
     dtype = np.dtype(pytensor.config.floatX).type
