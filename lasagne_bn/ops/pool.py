@@ -28,7 +28,7 @@ known when the function runs, e.g. computed from the input's shape).
 :func:`pool_2d` and :func:`pool_3d` are Theano's functions.
 
 >>> import pytensor.tensor as pt
->>> pool_3d(pt.tensor5(), (2, 2, 2), ignore_border=True).owner.op
+>>> print(pool_3d(pt.tensor5(), (2, 2, 2), ignore_border=True).owner.op)
 Pool3d{ws=(2, 2, 2), stride=(2, 2, 2), pad=(0, 0, 0), ignore_border=True, mode='max'}
 """
 
