@@ -123,6 +123,15 @@ def test_public_names_have_docstrings_examples_and_hints():
         pytest.fail(f"{len(report)} problems:\n" + "\n".join(report), pytrace=False)
 
 
+def test_every_example_runs():
+    """The module defining each public name is one whose examples test_docstrings runs."""
+    from test_docstrings import MODULES as RUN
+
+    unrun = {f"{obj.__module__} ({name})" for name, obj in public_objects().items()}
+    unrun = {entry for entry in unrun if entry.split(" ")[0] not in RUN}
+    assert not unrun, "add to tests/test_docstrings.py MODULES: " + ", ".join(sorted(unrun))
+
+
 def test_the_checks_can_fail():
     def bare(x, y=1):
         """No example here."""
