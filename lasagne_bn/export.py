@@ -37,6 +37,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -46,6 +47,11 @@ from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.random.type import RandomType
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["ExportedModel", "export", "train_step"]
 
@@ -87,15 +93,24 @@ class ExportedModel:
         ``'rng'`` (a JAX PRNG key) when the network draws random numbers
         (dropout, noise) in training.
     input_layers, output_layers : list of Layer
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> model = ExportedModel(batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc')))
+    >>> sorted(model.params), sorted(model.state)
+    (['fc.W', 'fc_bn.beta', 'fc_bn.gamma'], ['fc_bn.inv_std', 'fc_bn.mean'])
+    >>> [layer.name for layer in model.output_layers], model.params['fc.W'].shape
+    (['fc_bn_nonlin'], (3, 2))
     """
 
     def __init__(
         self,
-        output_layers,
+        output_layers: Layer | Sequence[Layer],
         axis_name: str | None = None,
         seed: int = 0,
         gradients: str = "pytensor",
-    ):
+    ) -> None:
         if gradients not in GRADIENTS:
             raise ValueError(
                 f"export: gradients={gradients!r}; expected one of {', '.join(GRADIENTS)}"
@@ -352,7 +367,7 @@ def _accumulate_in(precision: str, inputs: list, cotangents: list, grads: list):
 
 
 def export(
-    layer_or_layers,
+    layer_or_layers: Layer | Sequence[Layer],
     *,
     axis_name: str | None = None,
     seed: int = 0,
@@ -379,6 +394,8 @@ def export(
         (``jax.jvp``, ``jax.jacfwd``) is not available then.  ``'jax'``:
         JAX's autodiff of the lowered forward pass, forward mode included.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer, DenseLayer
     >>> model = export(DenseLayer(InputLayer((None, 2)), 1))
     >>> sorted(model.params)
@@ -390,11 +407,11 @@ def export(
 def train_step(
     model: ExportedModel,
     loss_fn: Callable,
-    optimizer,
+    optimizer: Any,
     *,
     has_aux: bool = False,
     jit: bool = True,
-):
+) -> Callable[..., tuple]:
     """One whole training step as one (jitted) function: forward, gradients, optimizer.
 
     Parameters

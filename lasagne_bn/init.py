@@ -42,7 +42,16 @@ def _relu_gain(gain):
 
 
 class Initializer:
-    """Base class: subclasses implement :meth:`sample`."""
+    """Base class: subclasses implement :meth:`sample`.
+
+    Examples
+    --------
+    >>> class Ones(Initializer):
+    ...     def sample(self, shape):
+    ...         return np.ones(shape)
+    >>> Ones()((2,)).tolist()
+    [1.0, 1.0]
+    """
 
     def __call__(self, shape) -> np.ndarray:
         """Same as :meth:`sample`."""
@@ -56,11 +65,13 @@ class Initializer:
 class Normal(Initializer):
     """Samples from a normal distribution ``N(mean, std**2)``.
 
+    Examples
+    --------
     >>> Normal(std=0.0, mean=2.0)((2,)).tolist()
     [2.0, 2.0]
     """
 
-    def __init__(self, std: float = 0.01, mean: float = 0.0):
+    def __init__(self, std: float = 0.01, mean: float = 0.0) -> None:
         self.std = std
         self.mean = mean
 
@@ -81,12 +92,19 @@ class Uniform(Initializer):
     mean : float
         Centre of the range when ``std`` is given.
 
+    Examples
+    --------
     >>> v = Uniform((2.0, 3.0))((100,))
     >>> bool(v.min() >= 2.0 and v.max() < 3.0)
     True
     """
 
-    def __init__(self, range=0.01, std=None, mean: float = 0.0):
+    def __init__(
+        self,
+        range: float | tuple[float, float] = 0.01,
+        std: float | None = None,
+        mean: float = 0.0,
+    ) -> None:
         if std is not None:
             a = mean - np.sqrt(3) * std
             b = mean + np.sqrt(3) * std
@@ -117,9 +135,20 @@ class Glorot(Initializer):
         Scale factor; ``'relu'`` means ``sqrt(2)``.
     c01b : bool
         Weights in cuda-convnet's ``c01b`` layout (4-d only).
+
+    Examples
+    --------
+    >>> init = Glorot(Normal, gain='relu')
+    >>> init.initializer is Normal, round(float(init.gain), 4)
+    (True, 1.4142)
+    >>> w = init((300, 100))
+    >>> w.shape, bool(abs(w.std() - np.sqrt(2) * np.sqrt(2 / 400)) < 0.005)
+    ((300, 100), True)
     """
 
-    def __init__(self, initializer, gain=1.0, c01b: bool = False):
+    def __init__(
+        self, initializer: type[Initializer], gain: float | str = 1.0, c01b: bool = False
+    ) -> None:
         self.initializer = initializer
         self.gain = _relu_gain(gain)
         self.c01b = c01b
@@ -140,16 +169,30 @@ class Glorot(Initializer):
 
 
 class GlorotNormal(Glorot):
-    """:class:`Glorot` with a normal distribution."""
+    """:class:`Glorot` with a normal distribution.
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    Examples
+    --------
+    >>> init = GlorotNormal()
+    >>> init.initializer is Normal, init((4, 3)).shape
+    (True, (4, 3))
+    """
+
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Normal, gain, c01b)
 
 
 class GlorotUniform(Glorot):
-    """:class:`Glorot` with a uniform distribution (the default for weights)."""
+    """:class:`Glorot` with a uniform distribution (the default for weights).
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    Examples
+    --------
+    >>> v = GlorotUniform()((20, 30))
+    >>> v.shape, bool(np.abs(v).max() <= np.sqrt(6 / 50))
+    ((20, 30), True)
+    """
+
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Uniform, gain, c01b)
 
 
@@ -158,9 +201,17 @@ class He(Initializer):
 
     ``fan_in`` is ``shape[0]`` for 2-d weights, the product of all but the
     first size otherwise (for ``c01b``, of the first three).
+
+    Examples
+    --------
+    >>> w = He(Normal, gain='relu')((1000, 50))
+    >>> w.shape, bool(abs(w.std() - np.sqrt(2 / 1000)) < 1e-3)
+    ((1000, 50), True)
     """
 
-    def __init__(self, initializer, gain=1.0, c01b: bool = False):
+    def __init__(
+        self, initializer: type[Initializer], gain: float | str = 1.0, c01b: bool = False
+    ) -> None:
         self.initializer = initializer
         self.gain = _relu_gain(gain)
         self.c01b = c01b
@@ -181,27 +232,43 @@ class He(Initializer):
 
 
 class HeNormal(He):
-    """:class:`He` with a normal distribution."""
+    """:class:`He` with a normal distribution.
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    Examples
+    --------
+    >>> init = HeNormal()
+    >>> init.initializer is Normal, init((4, 3)).shape
+    (True, (4, 3))
+    """
+
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Normal, gain, c01b)
 
 
 class HeUniform(He):
-    """:class:`He` with a uniform distribution."""
+    """:class:`He` with a uniform distribution.
 
-    def __init__(self, gain=1.0, c01b: bool = False):
+    Examples
+    --------
+    >>> v = HeUniform()((100, 10))
+    >>> v.shape, bool(np.abs(v).max() <= np.sqrt(3 / 100))
+    ((100, 10), True)
+    """
+
+    def __init__(self, gain: float | str = 1.0, c01b: bool = False) -> None:
         super().__init__(Uniform, gain, c01b)
 
 
 class Constant(Initializer):
     """Fills with a constant value.
 
+    Examples
+    --------
     >>> Constant()((2,)).tolist()
     [0.0, 0.0]
     """
 
-    def __init__(self, val: float = 0.0):
+    def __init__(self, val: float = 0.0) -> None:
         self.val = val
 
     def sample(self, shape):
@@ -212,9 +279,15 @@ class Sparse(Initializer):
     """2-d weights where each column has ``int(sparsity * rows)`` nonzero entries.
 
     The nonzero entries are drawn from ``N(0, std**2)``.
+
+    Examples
+    --------
+    >>> w = Sparse(sparsity=0.5)((4, 3))
+    >>> w.shape, (w != 0).sum(axis=0).tolist()
+    ((4, 3), [2, 2, 2])
     """
 
-    def __init__(self, sparsity: float = 0.1, std: float = 0.01):
+    def __init__(self, sparsity: float = 0.1, std: float = 0.01) -> None:
         self.sparsity = sparsity
         self.std = std
 
@@ -237,12 +310,14 @@ class Orthogonal(Initializer):
     The matrix has ``shape[0]`` rows and ``prod(shape[1:])`` columns; it
     comes from the SVD of a standard normal matrix.
 
+    Examples
+    --------
     >>> q = Orthogonal()((3, 3))
     >>> bool(np.allclose(q @ q.T, np.eye(3), atol=1e-6))
     True
     """
 
-    def __init__(self, gain=1.0):
+    def __init__(self, gain: float | str = 1.0) -> None:
         self.gain = _relu_gain(gain)
 
     def sample(self, shape):

@@ -34,15 +34,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from pytensor.compile import Function
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["LintMessage", "lint"]
 
 
 @dataclass(frozen=True)
 class LintMessage:
-    """One finding: which layer, a stable code, and what to do."""
+    """One finding: which layer, a stable code, and what to do.
+
+    Examples
+    --------
+    >>> m = LintMessage('bn', 'batch-of-one', 'train with batches of two or more')
+    >>> m.layer, m.code
+    ('bn', 'batch-of-one')
+    """
 
     layer: str
     code: str
@@ -79,11 +95,11 @@ def _uses_batch_statistics(train_fn) -> bool:
 
 
 def lint(
-    network,
+    network: Layer | Sequence[Layer],
     *,
-    train_fn=None,
+    train_fn: Function | None = None,
     batch_size: int | None = None,
-    checkpoint=None,
+    checkpoint: Any = None,
 ) -> list[LintMessage]:
     """Problems of the batch-norm layers in ``network`` (see the module docstring).
 
@@ -97,6 +113,15 @@ def lint(
     checkpoint : path, file or lasagne_bn_compat.io.Checkpoint-like, optional
         Values in ``get_all_params`` order (an object with ``.values``, or a
         list of arrays): does each ``inv_std`` fit the layer's epsilon?
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+    >>> [m.code for m in lint(net, batch_size=1)]
+    ['stats-at-init', 'batch-of-one']
+    >>> lint(net, batch_size=1)[0].layer
+    'fc_bn'
     """
     from lasagne_bn import nonlinearities
     from lasagne_bn.layers.bn_storage import _bn_layers, bn_stat_indices, layer_epsilon

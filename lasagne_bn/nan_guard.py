@@ -23,8 +23,17 @@ NaN detected in parameter fc.W of layer 'fc' (DenseLayer), the first non-finite 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pytensor.compile.debug.nanguardmode import NanGuardMode as _PyTensorNanGuardMode
 from pytensor.graph.traversal import ancestors
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["LAYER_TAG", "NanGuardMode", "layer_of"]
 
@@ -37,12 +46,22 @@ def _tagged(variable):
     return getattr(getattr(variable, "tag", None), LAYER_TAG, None)
 
 
-def layer_of(variable):
+def layer_of(variable: Variable) -> tuple[int, Layer] | None:
     """``(position, layer)`` of the layer that built ``variable``, or None.
 
     A variable the rewrites made (a fused elementwise node) carries no tag:
     its layer is the latest one among the tagged variables it is computed
     from (what it computes comes after all of them).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_output
+    >>> net = DenseLayer(InputLayer((None, 2)), 3, name='fc')
+    >>> position, layer = layer_of(get_output(net))
+    >>> position, layer.name
+    (1, 'fc')
+    >>> layer_of(net.input_layer.input_var) is None
+    True
     """
     tag = _tagged(variable)
     if tag is not None:
@@ -82,9 +101,16 @@ class NanGuardMode(_PyTensorNanGuardMode):
     Same parameters as PyTensor's (``nan_is_error``, ``inf_is_error``,
     ``big_is_error``, ``optimizer``).  Graphs not built by
     :func:`~lasagne_bn.layers.get_output` get PyTensor's error unchanged.
+
+    Examples
+    --------
+    >>> from pytensor.compile.mode import Mode
+    >>> mode = NanGuardMode(nan_is_error=True, inf_is_error=True, big_is_error=False)
+    >>> isinstance(mode, Mode)
+    True
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         linker = self.linker
         check, check_input = linker.callback, linker.callback_input

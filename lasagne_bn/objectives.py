@@ -15,11 +15,18 @@ a mean over all axes of a matrix; use ``'CVM'`` there (or ``mode='sum'``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn.nonlinearities import rectify
 from lasagne_bn.utils import as_theano_expression
+
+if TYPE_CHECKING:
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import TensorLike
 
 __all__ = [
     "aggregate",
@@ -45,7 +52,7 @@ def align_targets(predictions, targets) -> tuple:
     return predictions, targets
 
 
-def binary_crossentropy(predictions, targets) -> TensorVariable:
+def binary_crossentropy(predictions: Variable, targets: Variable) -> TensorVariable:
     """``-(t * log(p) + (1 - t) * log(1 - p))``, elementwise.
 
     Parameters
@@ -55,6 +62,13 @@ def binary_crossentropy(predictions, targets) -> TensorVariable:
     targets : tensor
         Targets in [0, 1], same shape (a vector is aligned to an ``(N, 1)``
         prediction).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, t = pt.as_tensor(np.array([0.9, 0.2])), pt.as_tensor(np.array([1.0, 0.0]))
+    >>> binary_crossentropy(p, t).eval(mode="FAST_COMPILE").round(4).tolist()
+    [0.1054, 0.2231]
     """
     predictions, targets = align_targets(predictions, targets)
     return -(targets * pt.log(predictions) + (1 - targets) * pt.log(1 - predictions))
@@ -68,7 +82,7 @@ def _one_hot_mask(predictions, targets):
     return pt.eq(pt.arange(num_cls), pt.shape_padright(targets))
 
 
-def categorical_crossentropy(predictions, targets) -> TensorVariable:
+def categorical_crossentropy(predictions: Variable, targets: Variable) -> TensorVariable:
     """Cross-entropy between predicted distributions and targets, per example.
 
     Parameters
@@ -87,6 +101,13 @@ def categorical_crossentropy(predictions, targets) -> TensorVariable:
     ------
     TypeError
         If ``targets`` has neither ``predictions.ndim`` nor one less dimensions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = pt.as_tensor(np.array([[0.5, 0.5], [0.1, 0.9]]))
+    >>> categorical_crossentropy(p, np.array([0, 1])).eval(mode="FAST_COMPILE").round(4).tolist()
+    [0.6931, 0.1054]
     """
     predictions = pt.as_tensor_variable(predictions)
     targets = pt.as_tensor_variable(targets)
@@ -109,13 +130,23 @@ def categorical_crossentropy(predictions, targets) -> TensorVariable:
     )
 
 
-def squared_error(a, b) -> TensorVariable:
-    """``(a - b) ** 2``, elementwise."""
+def squared_error(a: TensorLike, b: TensorLike) -> TensorVariable:
+    """``(a - b) ** 2``, elementwise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> error = squared_error(np.array([1.0, 2.0]), np.array([3.0, 2.0]))
+    >>> error.eval(mode="FAST_COMPILE").tolist()
+    [4.0, 0.0]
+    """
     a, b = align_targets(a, b)
     return pt.square(a - b)
 
 
-def aggregate(loss, weights=None, mode: str = "mean") -> TensorVariable:
+def aggregate(
+    loss: Variable, weights: TensorLike | None = None, mode: str = "mean"
+) -> TensorVariable:
     """Reduce an elementwise loss to a scalar.
 
     Parameters
@@ -154,7 +185,13 @@ def aggregate(loss, weights=None, mode: str = "mean") -> TensorVariable:
     return loss.sum() / weights.sum()
 
 
-def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True) -> TensorVariable:
+def binary_hinge_loss(
+    predictions: Variable,
+    targets: Variable,
+    delta: float = 1,
+    log_odds: bool | None = None,
+    binary: bool = True,
+) -> TensorVariable:
     """Hinge loss ``max(0, delta - p * t)`` for binary classification.
 
     Parameters
@@ -171,6 +208,14 @@ def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True)
         to change).
     binary : bool
         Whether targets are 0/1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> log_odds = pt.as_tensor(np.array([2.0, -0.5]))
+    >>> loss = binary_hinge_loss(log_odds, np.array([1, 1]), log_odds=True)
+    >>> loss.eval(mode="FAST_COMPILE").tolist()
+    [0.0, 1.5]
     """
     if log_odds is None:
         raise FutureWarning(
@@ -186,7 +231,9 @@ def binary_hinge_loss(predictions, targets, delta=1, log_odds=None, binary=True)
     return rectify(delta - predictions * targets)
 
 
-def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
+def multiclass_hinge_loss(
+    predictions: Variable, targets: Variable, delta: float = 1
+) -> TensorVariable:
     """Multi-class hinge loss ``max(0, max_{j != t} p_j - p_t + delta)``, per example.
 
     Parameters
@@ -199,6 +246,13 @@ def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
     Written with masks rather than Theano's ``nonzero`` + reshape, which
     give the same values but have data-dependent shapes that JAX cannot
     compile.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = pt.as_tensor(np.array([[3.0, 1.0, 0.0], [0.0, 0.5, 1.0]]))
+    >>> multiclass_hinge_loss(p, np.array([0, 0])).eval(mode="FAST_COMPILE").tolist()
+    [0.0, 2.0]
     """
     predictions = pt.as_tensor_variable(predictions)
     targets = pt.as_tensor_variable(targets)
@@ -214,8 +268,16 @@ def multiclass_hinge_loss(predictions, targets, delta=1) -> TensorVariable:
     return rectify(rest - corrects + delta)
 
 
-def huber_loss(predictions, targets, delta=1) -> TensorVariable:
-    """Huber loss: squared error below ``delta``, linear above, elementwise."""
+def huber_loss(predictions: Variable, targets: Variable, delta: float = 1) -> TensorVariable:
+    """Huber loss: squared error below ``delta``, linear above, elementwise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, t = pt.as_tensor(np.array([0.5, 3.0])), pt.as_tensor(np.zeros(2))
+    >>> huber_loss(p, t, delta=1).eval(mode="FAST_COMPILE").tolist()
+    [0.125, 2.5]
+    """
     predictions, targets = align_targets(predictions, targets)
     abs_diff = abs(targets - predictions)
     ift = 0.5 * squared_error(targets, predictions)
@@ -223,16 +285,37 @@ def huber_loss(predictions, targets, delta=1) -> TensorVariable:
     return pt.switch(abs_diff <= delta, ift, iff)
 
 
-def binary_accuracy(predictions, targets, threshold=0.5) -> TensorVariable:
-    """1 where ``predictions >= threshold`` equals the 0/1 target, else 0."""
+def binary_accuracy(
+    predictions: Variable, targets: Variable, threshold: float = 0.5
+) -> TensorVariable:
+    """True where ``predictions >= threshold`` equals the 0/1 target, else False (a bool tensor).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = pt.as_tensor(np.array([0.7, 0.2, 0.6]))
+    >>> binary_accuracy(p, np.array([1, 0, 0])).eval(mode="FAST_COMPILE").tolist()
+    [True, True, False]
+    """
     predictions, targets = align_targets(predictions, targets)
     return pt.eq(pt.ge(predictions, threshold), targets)
 
 
-def categorical_accuracy(predictions, targets, top_k=1) -> TensorVariable:
-    """1 where the target class is among the ``top_k`` highest predictions, else 0.
+def categorical_accuracy(
+    predictions: Variable, targets: Variable, top_k: int = 1
+) -> TensorVariable:
+    """True where the target class is among the ``top_k`` highest predictions (a bool tensor).
 
     ``targets`` are class indices, or distributions (their argmax is used).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = pt.as_tensor(np.array([[0.2, 0.8], [0.6, 0.4]]))
+    >>> categorical_accuracy(p, np.array([1, 1])).eval(mode="FAST_COMPILE").tolist()
+    [True, False]
+    >>> categorical_accuracy(p, np.array([1, 1]), top_k=2).eval(mode="FAST_COMPILE").tolist()
+    [True, True]
     """
     predictions = pt.as_tensor_variable(predictions)
     targets = pt.as_tensor_variable(targets)

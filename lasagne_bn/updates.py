@@ -22,6 +22,7 @@ parameter's dtype, as PyTensor requires (Theano did it through
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor
@@ -30,6 +31,11 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.tensor.variable import TensorVariable
 
 from lasagne_bn import utils
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from pytensor.graph.basic import Variable
 
 __all__ = [
     "adadelta",
@@ -49,7 +55,9 @@ __all__ = [
 ]
 
 
-def get_or_compute_grads(loss_or_grads, params) -> list:
+def get_or_compute_grads(
+    loss_or_grads: Variable | Sequence[Variable], params: Sequence[SharedVariable]
+) -> list:
     """Gradients of a loss w.r.t. ``params``, or the given list of gradients (checked).
 
     Raises
@@ -57,6 +65,15 @@ def get_or_compute_grads(loss_or_grads, params) -> list:
     ValueError
         If a parameter is not a shared variable, or the number of given
         gradients differs from the number of parameters.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> [g] = get_or_compute_grads((w ** 2).sum(), [w])
+    >>> g.eval(mode="FAST_COMPILE").tolist()
+    [2.0, 4.0]
+    >>> get_or_compute_grads([g], [w])[0] is g
+    True
     """
     params = list(params)
     for i, p in enumerate(params):
@@ -90,8 +107,22 @@ def _as_update(var, expr):
     return pt.cast(expr, var.dtype) if expr.dtype != var.dtype else expr
 
 
-def sgd(loss_or_grads, params, learning_rate) -> OrderedDict:
-    """Stochastic gradient descent: ``param - learning_rate * grad``."""
+def sgd(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable,
+) -> OrderedDict:
+    """Stochastic gradient descent: ``param - learning_rate * grad``.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = sgd((w ** 2).sum(), [w], learning_rate=0.1)
+    >>> list(updates) == [w]
+    True
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()
+    [0.8, 1.6]
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -100,11 +131,22 @@ def sgd(loss_or_grads, params, learning_rate) -> OrderedDict:
     return updates
 
 
-def apply_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
+def apply_momentum(
+    updates: Mapping[SharedVariable, Variable],
+    params: Sequence[SharedVariable] | None = None,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
     """Add classical momentum to existing updates.
 
     ``velocity = momentum * velocity + (update - param)``; ``param + velocity``.
     ``params`` defaults to all keys of ``updates``.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = apply_momentum(sgd((w ** 2).sum(), [w], 0.1), momentum=0.9)
+    >>> len(updates), w in updates
+    (2, True)
     """
     if params is None:
         params = updates.keys()
@@ -117,14 +159,41 @@ def apply_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
     return updates
 
 
-def momentum(loss_or_grads, params, learning_rate, momentum=0.9) -> OrderedDict:
-    """SGD with classical momentum."""
+def momentum(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
+    """SGD with classical momentum.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = momentum((w ** 2).sum(), [w], learning_rate=0.1, momentum=0.9)
+    >>> len(updates)  # w and its velocity
+    2
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()  # the velocity starts at 0
+    [0.8, 1.6]
+    """
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_momentum(updates, momentum=momentum)
 
 
-def apply_nesterov_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
-    """Add Nesterov momentum to existing updates (Lasagne's formulation)."""
+def apply_nesterov_momentum(
+    updates: Mapping[SharedVariable, Variable],
+    params: Sequence[SharedVariable] | None = None,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
+    """Add Nesterov momentum to existing updates (Lasagne's formulation).
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = apply_nesterov_momentum(sgd((w ** 2).sum(), [w], 0.1), momentum=0.9)
+    >>> len(updates), w in updates
+    (2, True)
+    """
     if params is None:
         params = updates.keys()
     updates = OrderedDict(updates)
@@ -136,14 +205,42 @@ def apply_nesterov_momentum(updates, params=None, momentum=0.9) -> OrderedDict:
     return updates
 
 
-def nesterov_momentum(loss_or_grads, params, learning_rate, momentum=0.9) -> OrderedDict:
-    """SGD with Nesterov momentum."""
+def nesterov_momentum(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable,
+    momentum: float | Variable = 0.9,
+) -> OrderedDict:
+    """SGD with Nesterov momentum.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = nesterov_momentum((w ** 2).sum(), [w], learning_rate=0.1, momentum=0.9)
+    >>> len(updates)  # w and its velocity
+    2
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()
+    [0.62, 1.24]
+    """
     updates = sgd(loss_or_grads, params, learning_rate)
     return apply_nesterov_momentum(updates, momentum=momentum)
 
 
-def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6) -> OrderedDict:
-    """Adagrad: steps scaled by the root of the accumulated squared gradients."""
+def adagrad(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 1.0,
+    epsilon: float = 1e-6,
+) -> OrderedDict:
+    """Adagrad: steps scaled by the root of the accumulated squared gradients.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adagrad((w ** 2).sum(), [w], learning_rate=0.1)
+    >>> len(updates)  # w and its sum of squared gradients
+    2
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -157,8 +254,22 @@ def adagrad(loss_or_grads, params, learning_rate=1.0, epsilon=1e-6) -> OrderedDi
     return updates
 
 
-def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6) -> OrderedDict:
-    """RMSProp: steps scaled by a moving root mean square of the gradients."""
+def rmsprop(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 1.0,
+    rho: float | Variable = 0.9,
+    epsilon: float = 1e-6,
+) -> OrderedDict:
+    """RMSProp: steps scaled by a moving root mean square of the gradients.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = rmsprop((w ** 2).sum(), [w], learning_rate=0.01)
+    >>> len(updates)  # w and its moving mean of squared gradients
+    2
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -173,8 +284,22 @@ def rmsprop(loss_or_grads, params, learning_rate=1.0, rho=0.9, epsilon=1e-6) -> 
     return updates
 
 
-def adadelta(loss_or_grads, params, learning_rate=1.0, rho=0.95, epsilon=1e-6) -> OrderedDict:
-    """Adadelta: RMSProp with steps scaled by a moving RMS of past steps."""
+def adadelta(
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 1.0,
+    rho: float | Variable = 0.95,
+    epsilon: float = 1e-6,
+) -> OrderedDict:
+    """Adadelta: RMSProp with steps scaled by a moving RMS of past steps.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adadelta((w ** 2).sum(), [w])
+    >>> len(updates)  # w, its squared-gradient and its squared-step averages
+    3
+    """
     params = list(params)
     grads = get_or_compute_grads(loss_or_grads, params)
     updates = OrderedDict()
@@ -196,9 +321,24 @@ def _step_counter():
 
 
 def adam(
-    loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 0.001,
+    beta1: float | Variable = 0.9,
+    beta2: float | Variable = 0.999,
+    epsilon: float = 1e-8,
 ) -> OrderedDict:
-    """Adam (Kingma & Ba), with the bias correction folded into the step size."""
+    """Adam (Kingma & Ba), with the bias correction folded into the step size.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adam((w ** 2).sum(), [w], learning_rate=0.1)
+    >>> len(updates)  # w, its two moment estimates and the step count
+    4
+    >>> updates[w].eval(mode="FAST_COMPILE").round(4).tolist()  # the first step is ~learning_rate
+    [0.9, 1.9]
+    """
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
     t_prev = _step_counter()
@@ -220,9 +360,22 @@ def adam(
 
 
 def adamax(
-    loss_or_grads, params, learning_rate=0.002, beta1=0.9, beta2=0.999, epsilon=1e-8
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 0.002,
+    beta1: float | Variable = 0.9,
+    beta2: float | Variable = 0.999,
+    epsilon: float = 1e-8,
 ) -> OrderedDict:
-    """Adamax: Adam with the infinity norm."""
+    """Adamax: Adam with the infinity norm.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = adamax((w ** 2).sum(), [w])
+    >>> len(updates)  # w, its moment and norm estimates and the step count
+    4
+    """
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
     t_prev = _step_counter()
@@ -244,9 +397,22 @@ def adamax(
 
 
 def amsgrad(
-    loss_or_grads, params, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8
+    loss_or_grads: Variable | Sequence[Variable],
+    params: Sequence[SharedVariable],
+    learning_rate: float | Variable = 0.001,
+    beta1: float | Variable = 0.9,
+    beta2: float | Variable = 0.999,
+    epsilon: float = 1e-8,
 ) -> OrderedDict:
-    """AMSGrad: Adam with a non-decreasing second-moment estimate."""
+    """AMSGrad: Adam with a non-decreasing second-moment estimate.
+
+    Examples
+    --------
+    >>> w = pytensor.shared(np.array([1.0, 2.0]), name='w')
+    >>> updates = amsgrad((w ** 2).sum(), [w])
+    >>> len(updates)  # w, three moment estimates and the step count
+    5
+    """
     params = list(params)
     all_grads = get_or_compute_grads(loss_or_grads, params)
     t_prev = _step_counter()
@@ -270,7 +436,12 @@ def amsgrad(
     return updates
 
 
-def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7) -> TensorVariable:
+def norm_constraint(
+    tensor_var: Variable,
+    max_norm: float | Variable,
+    norm_axes: Sequence[int] | None = None,
+    epsilon: float = 1e-7,
+) -> TensorVariable:
     """Rescale slices of ``tensor_var`` whose norm exceeds ``max_norm``.
 
     Parameters
@@ -289,6 +460,12 @@ def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7) -> Tenso
     ------
     ValueError
         For other ndims without ``norm_axes``.
+
+    Examples
+    --------
+    >>> W = pt.as_tensor(np.array([[3.0, 0.3], [4.0, 0.4]]))  # column norms 5 and 0.5
+    >>> norm_constraint(W, max_norm=1.0).eval(mode="FAST_COMPILE").round(4).tolist()
+    [[0.6, 0.3], [0.8, 0.4]]
     """
     ndim = tensor_var.ndim
     if norm_axes is not None:
@@ -305,11 +482,24 @@ def norm_constraint(tensor_var, max_norm, norm_axes=None, epsilon=1e-7) -> Tenso
     return tensor_var * (target_norms / (dtype(epsilon) + norms))
 
 
-def total_norm_constraint(tensor_vars, max_norm, epsilon=1e-7, return_norm=False) -> list | tuple:
+def total_norm_constraint(
+    tensor_vars: Sequence[Variable],
+    max_norm: float | Variable,
+    epsilon: float = 1e-7,
+    return_norm: bool = False,
+) -> list | tuple:
     """Rescale a list of tensors (e.g. gradients) so their joint norm is at most ``max_norm``.
 
     Returns the rescaled tensors, and the norm before rescaling if
     ``return_norm``.
+
+    Examples
+    --------
+    >>> a, b = pt.as_tensor(np.array([3.0])), pt.as_tensor(np.array([4.0]))
+    >>> scaled, norm = total_norm_constraint([a, b], max_norm=1.0, return_norm=True)
+    >>> f = pytensor.function([], [*scaled, norm], mode="FAST_COMPILE")
+    >>> [np.round(v, 4).tolist() for v in f()]
+    [[0.6], [0.8], 5.0]
     """
     norm = pt.sqrt(utils.sum_terms(pt.sum(tensor**2) for tensor in tensor_vars))
     dtype = np.dtype(pytensor.config.floatX).type

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from inspect import signature
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytensor
@@ -34,6 +34,12 @@ import pytensor.tensor as pt
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
 from pytensor.tensor.type import TensorType
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+    from pytensor.graph.type import Type
+
+    from lasagne_bn._typing import ParamSpec, TensorLike
 
 __all__ = [
     "as_theano_expression",
@@ -59,7 +65,7 @@ __all__ = [
 int_types = (numbers.Integral, np.integer)
 
 
-def sum_terms(terms: Iterable):
+def sum_terms(terms: Iterable) -> Variable | float:
     """The sum of ``terms``, built so that every compilation mode runs it.
 
     Python's ``sum`` gives a chain of additions that PyTensor flattens into
@@ -70,6 +76,8 @@ def sum_terms(terms: Iterable):
     no rewrite turns back into one wide ``add``.  Few terms, or non-scalar
     ones, are added as Python's ``sum`` would (``0`` for no terms).
 
+    Examples
+    --------
     >>> w = [pytensor.shared(np.ones(2) * i) for i in range(40)]
     >>> float(sum_terms([pt.sum(v) for v in w]).eval(mode="FAST_COMPILE"))
     1560.0
@@ -82,9 +90,11 @@ def sum_terms(terms: Iterable):
     return pt.dot(pt.ones((len(terms),), dtype=stacked.dtype), stacked)
 
 
-def floatX(arr) -> np.ndarray:
+def floatX(arr: ArrayLike) -> np.ndarray:
     """Return ``arr`` as a NumPy array of dtype ``pytensor.config.floatX``.
 
+    Examples
+    --------
     >>> floatX([1, 2]).dtype == np.dtype(pytensor.config.floatX)
     True
     """
@@ -129,7 +139,7 @@ class _HostStorage(list):
 
 
 def portable_shared(
-    value,
+    value: ArrayLike,
     name: str | None = None,
     shape: Sequence[int | None] | None = None,
     borrow: bool = False,
@@ -172,13 +182,21 @@ def portable_shared(
 
 
 def is_portable(var: Variable) -> bool:
-    """Whether ``var`` is a shared variable made by :func:`portable_shared`."""
+    """Whether ``var`` is a shared variable made by :func:`portable_shared`.
+
+    Examples
+    --------
+    >>> is_portable(portable_shared(np.zeros(2))), is_portable(pytensor.shared(np.zeros(2)))
+    (True, False)
+    """
     return isinstance(var, SharedVariable) and isinstance(var.container.storage, _HostStorage)
 
 
 def shared_empty(dim: int = 2, dtype: str | None = None) -> SharedVariable:
     """A shared variable of ``dim`` dimensions, each of size 1, filled with zeros.
 
+    Examples
+    --------
     >>> shared_empty(3).get_value().shape
     (1, 1, 1)
     """
@@ -243,12 +261,24 @@ def set_default_update(var: SharedVariable, update: Variable) -> None:
         var.default_update = update
 
 
-def match_type(expr, target_type, what: str = "expression") -> Variable:
+def match_type(expr: TensorLike, target_type: Type, what: str = "expression") -> Variable:
     """Cast ``expr`` and pin its static shape so that its type is ``target_type``.
 
     PyTensor 3 infers static shapes eagerly and requires updates to have
     exactly their variable's type.  A more specific static shape than the
     target's cannot be loosened, so it is an error here.
+
+    Examples
+    --------
+    >>> from pytensor.tensor.type import TensorType
+    >>> target = TensorType('float32', shape=(3,))
+    >>> match_type(np.zeros(3), target).type == target
+    True
+    >>> try:
+    ...     match_type(np.zeros(4), target)
+    ... except TypeError as error:
+    ...     print(error)
+    expression has static shape (4,); expected shape (3,) (size 3 on axis 0)
     """
     if isinstance(expr, Variable) and expr.type == target_type:
         return expr
@@ -283,11 +313,13 @@ def match_type(expr, target_type, what: str = "expression") -> Variable:
 # expressions and collections
 
 
-def as_theano_expression(input) -> Variable:
+def as_theano_expression(input: TensorLike) -> Variable:
     """Wrap ``input`` as a constant unless it is already a graph variable.
 
     The name is Lasagne's; PyTensor variables are what Theano's were.
 
+    Examples
+    --------
     >>> float(as_theano_expression(3.0).data)
     3.0
     """
@@ -305,12 +337,14 @@ def as_theano_expression(input) -> Variable:
 as_tensor_expression = as_theano_expression
 
 
-def collect_shared_vars(expressions) -> list[SharedVariable]:
+def collect_shared_vars(expressions: Variable | Sequence[Variable]) -> list[SharedVariable]:
     """All shared variables the given expression(s) depend on, in order of appearance.
 
     The order is that of a left-to-right depth-first walk, so a list of
     shared variables comes back in its own order (without repeats).
 
+    Examples
+    --------
     >>> import pytensor
     >>> x, y = pytensor.shared(1.0, name='x'), pytensor.shared(2.0, name='y')
     >>> [v.name for v in collect_shared_vars(y * x + y)]
@@ -333,11 +367,13 @@ def collect_shared_vars(expressions) -> list[SharedVariable]:
     return result
 
 
-def one_hot(x, m=None) -> Variable:
+def one_hot(x: TensorLike, m: int | Variable | None = None) -> Variable:
     """One-hot matrix of the integer vector ``x`` with ``m`` columns.
 
     ``m`` defaults to ``max(x) + 1``.
 
+    Examples
+    --------
     >>> one_hot(pt.as_tensor([0, 2]), 3).eval()
     array([[1., 0., 0.],
            [0., 0., 1.]])
@@ -351,6 +387,8 @@ def one_hot(x, m=None) -> Variable:
 def unique(l: Iterable) -> list:
     """The items of ``l`` without repeats, in order of first appearance.
 
+    Examples
+    --------
     >>> unique([3, 1, 3, 2, 1])
     [3, 1, 2]
     """
@@ -363,7 +401,7 @@ def unique(l: Iterable) -> list:
     return result
 
 
-def as_tuple(x, N: int, t=None) -> tuple:
+def as_tuple(x: Any, N: int, t: type | tuple[type, ...] | None = None) -> tuple:
     """``x`` as a tuple of length ``N``: an iterable is checked, a value repeated.
 
     Parameters
@@ -381,6 +419,8 @@ def as_tuple(x, N: int, t=None) -> tuple:
     ValueError
         If an iterable does not have length ``N``.
 
+    Examples
+    --------
     >>> as_tuple(3, 2)
     (3, 3)
     """
@@ -406,6 +446,8 @@ def as_tuple(x, N: int, t=None) -> tuple:
 def inspect_kwargs(func: Callable) -> list[str]:
     """Names of the arguments of ``func`` that have a default value.
 
+    Examples
+    --------
     >>> inspect_kwargs(lambda a, b=1, *args, c=2, **kw: 0)
     ['b', 'c']
     """
@@ -413,13 +455,17 @@ def inspect_kwargs(func: Callable) -> list[str]:
     return [p.name for p in params.values() if p.default is not p.empty]
 
 
-def compute_norms(array, norm_axes=None):
+def compute_norms(
+    array: np.ndarray | Variable, norm_axes: Sequence[int] | None = None
+) -> np.ndarray | Variable:
     """Norms of the slices of ``array`` (a NumPy array or a tensor).
 
     By default, as in Lasagne: no reduction (absolute values) for 1-d
     arrays, over axis 0 for 2-d (dense weights), over all axes but the first
     for 3- to 5-d (convolution weights).
 
+    Examples
+    --------
     >>> compute_norms(np.array([[3.0], [4.0]]))
     array([5.])
     """
@@ -481,7 +527,7 @@ def initializer_hook(hook: Callable[[tuple, str | None], None]) -> Iterator[None
         _INITIALIZER_HOOK.reset(token)
 
 
-def create_param(spec, shape, name: str | None = None) -> Variable:
+def create_param(spec: ParamSpec, shape: Sequence[int], name: str | None = None) -> Variable:
     """Create a parameter of the given shape from ``spec``, or check a given one.
 
     ``spec`` may be
@@ -577,9 +623,9 @@ def create_param(spec, shape, name: str | None = None) -> Variable:
 
 def unroll_scan(
     fn: Callable,
-    sequences,
-    outputs_info,
-    non_sequences,
+    sequences: Sequence[Variable],
+    outputs_info: Sequence[Variable],
+    non_sequences: Sequence[Variable],
     n_steps: int,
     go_backwards: bool = False,
 ) -> list[Variable]:

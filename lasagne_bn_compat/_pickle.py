@@ -56,11 +56,19 @@ class CheckpointError(ValueError):
 
     Messages quote what was found in the file, which can hold anything:
     line breaks are shown escaped and long quotes are cut.
+
+    Examples
+    --------
+    >>> from lasagne_bn_compat.io import CheckpointError, LegacyFormatError, UnsafePickleError
+    >>> [issubclass(e, CheckpointError) for e in (LegacyFormatError, UnsafePickleError)]
+    [True, True]
+    >>> len(str(CheckpointError('line one' + chr(10) + 'line two')).splitlines())
+    1
     """
 
     MAX_CHARS = 600
 
-    def __init__(self, message: object = ""):
+    def __init__(self, message: object = "") -> None:
         text = str(message).replace("\r", "\\r").replace("\n", "\\n")
         if len(text) > self.MAX_CHARS:
             text = text[: self.MAX_CHARS - 3] + "..."
@@ -68,7 +76,18 @@ class CheckpointError(ValueError):
 
 
 class UnsafePickleError(CheckpointError):
-    """A pickle names a global that is not on the allow-list; nothing was executed."""
+    """A pickle names a global that is not on the allow-list; nothing was executed.
+
+    Examples
+    --------
+    >>> import io, pickle
+    >>> from lasagne_bn_compat.io import read_checkpoint
+    >>> try:
+    ...     read_checkpoint(io.BytesIO(pickle.dumps(print)))
+    ... except UnsafePickleError as error:
+    ...     print('builtins.print' in str(error))
+    True
+    """
 
 
 # --------------------------------------------------------------------------
@@ -570,7 +589,16 @@ def dumps_protocol2(obj) -> bytes:
 
 
 class LegacyNetworkError(CheckpointError):
-    """A pickled network that cannot be rebuilt on lasagne_bn."""
+    """A pickled network that cannot be rebuilt on lasagne_bn.
+
+    Examples
+    --------
+    >>> from lasagne_bn_compat.io import CheckpointError
+    >>> issubclass(LegacyNetworkError, CheckpointError)
+    True
+    >>> str(LegacyNetworkError("cannot rebuild lasagne.layers.Foo"))
+    'cannot rebuild lasagne.layers.Foo'
+    """
 
 
 def _nonlinearity_targets() -> dict:

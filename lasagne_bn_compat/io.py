@@ -48,6 +48,7 @@ import stat
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,6 +67,11 @@ from lasagne_bn_compat._pickle import (
     pickled_param_values,
     warn_notes,
 )
+
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = [
     "FORMATS",
@@ -105,7 +111,17 @@ MAX_BYTES = 2 * 1024**3
 
 
 class LegacyFormatError(CheckpointError):
-    """A file that is not (or no longer) a complete checkpoint in a supported format."""
+    """A file that is not (or no longer) a complete checkpoint in a supported format.
+
+    Examples
+    --------
+    >>> import io
+    >>> try:
+    ...     read_checkpoint(io.BytesIO(b''))
+    ... except LegacyFormatError as error:
+    ...     print(isinstance(error, CheckpointError), isinstance(error, ValueError))
+    True True
+    """
 
 
 #: Where a file lasagne_bn writes says which statistics it holds: an .npz
@@ -204,6 +220,12 @@ class Checkpoint:
         legacy files do not, and hold ``inv_std``).
     stat_indices : list of int or None
         Where those statistics sit in ``values``, with ``stat_storage``.
+
+    Examples
+    --------
+    >>> checkpoint = Checkpoint('npz', [np.zeros(2)], names=['arr_0'])
+    >>> checkpoint.format, checkpoint.names, checkpoint.network is None
+    ('npz', ['arr_0'], True)
     """
 
     format: str
@@ -545,7 +567,10 @@ def _find_layers(obj, is_layer=None) -> list:
 
 
 def read_checkpoint(
-    source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES
+    source: str | os.PathLike | BinaryIO,
+    *,
+    classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> Checkpoint:
     """Read a legacy checkpoint file (any of :data:`FORMATS`, gzipped or not).
 
@@ -566,6 +591,15 @@ def read_checkpoint(
         else than parameter values or layers.
     UnsafePickleError
         If a pickle names a global off the allow-list (nothing was run).
+
+    Examples
+    --------
+    >>> import io
+    >>> buffer = io.BytesIO()
+    >>> np.savez(buffer, np.ones((3, 2)), np.zeros(2))
+    >>> checkpoint = read_checkpoint(io.BytesIO(buffer.getvalue()))
+    >>> checkpoint.format, checkpoint.names, [v.shape for v in checkpoint.values]
+    ('npz', ['arr_0', 'arr_1'], [(3, 2), (2,)])
     """
     return _read(source, classes, max_bytes)
 
@@ -607,7 +641,12 @@ def _read(source, classes, max_bytes: int, rebuild: bool = True) -> Checkpoint:
     return checkpoint
 
 
-def load_network(source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES):
+def load_network(
+    source: str | os.PathLike | BinaryIO,
+    *,
+    classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
+) -> Any:
     """Rebuild a pickled Lasagne network as a lasagne_bn network.
 
     Returns what was pickled (usually the output layer; a list or dict of
@@ -625,6 +664,20 @@ def load_network(source, *, classes: Mapping | None = None, max_bytes: int = MAX
         If a layer cannot be rebuilt (a layer class lasagne_bn lacks...).
     UnsafePickleError
         If the pickle names a global off the allow-list.
+
+    Examples
+    --------
+    A network pickle comes from Lasagne (``pickle.dump(network, f)``); a file of
+    parameter values only is refused, with what to do instead:
+
+    >>> import io
+    >>> buffer = io.BytesIO()
+    >>> np.savez(buffer, np.ones((3, 2)))
+    >>> try:
+    ...     load_network(io.BytesIO(buffer.getvalue()))
+    ... except LegacyFormatError as error:
+    ...     print(str(error).split(': ')[-1])
+    build the network and use lasagne_bn_compat.io.load_params
     """
     checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
     if checkpoint.format != "network":
@@ -697,7 +750,21 @@ def _prepare_value(i: int, param, value, allow_downcast: bool) -> np.ndarray:
 
 
 class NonFiniteWarning(RuntimeWarning):
-    """A parameter was loaded with inf or NaN values (from the file, or from a downcast)."""
+    """A parameter was loaded with inf or NaN values (from the file, or from a downcast).
+
+    Examples
+    --------
+    >>> import io, warnings
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> net = DenseLayer(InputLayer((None, 1)), 1)
+    >>> buffer = io.BytesIO()
+    >>> np.savez(buffer, np.full((1, 1), np.nan), np.zeros(1))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter('always')
+    ...     _ = load_params(net, io.BytesIO(buffer.getvalue()))
+    >>> [w.category.__name__ for w in caught]
+    ['NonFiniteWarning']
+    """
 
 
 def _warn_non_finite(where: str, i: int, param, value: np.ndarray, ready: np.ndarray) -> None:
@@ -740,15 +807,15 @@ def _assign(params: list, values: list) -> None:
 
 
 def load_params(
-    network,
-    source,
+    network: Layer | Sequence[Layer],
+    source: str | os.PathLike | BinaryIO,
     *,
     stat_storage: str | None = None,
     epsilon: float | None = None,
     allow_downcast: bool = False,
     classes: Mapping | None = None,
     max_bytes: int = MAX_BYTES,
-    **tags,
+    **tags: bool,
 ) -> Checkpoint:
     """Load a checkpoint's parameter values into ``network``, all or nothing.
 
@@ -799,6 +866,20 @@ def load_params(
         file itself).
     TypeError
         A value whose dtype the parameter cannot hold.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, 'net.npz')
+    >>> save_params(DenseLayer(InputLayer((None, 3)), 2, b=np.full(2, 7.0)), path)
+    >>> net = DenseLayer(InputLayer((None, 3)), 2)
+    >>> load_params(net, path).format
+    'npz'
+    >>> net.b.get_value().tolist()
+    [7.0, 7.0]
+    >>> tmp.cleanup()
     """
     from lasagne_bn.layers.bn_storage import collect_params, convert_statistic
 
@@ -848,14 +929,14 @@ def load_params(
 
 
 def save_params(
-    network,
-    path,
+    network: Layer | Sequence[Layer],
+    path: str | os.PathLike,
     format: str = "npz",
     *,
     stat_storage: str | None = "inv_std",
     extras: Mapping | None = None,
     epsilon: float | None = None,
-    **tags,
+    **tags: bool,
 ) -> None:
     """Write ``network``'s parameter values in a legacy format.
 
@@ -880,6 +961,17 @@ def save_params(
         Epsilon for the conversion instead of each layer's own.
     **tags
         Filter the parameters as ``get_all_params`` does.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, 'net.npz')
+    >>> save_params(DenseLayer(InputLayer((None, 3)), 2), path)
+    >>> sorted(np.load(path).files)
+    ['arr_0', 'arr_1']
+    >>> tmp.cleanup()
     """
     from lasagne_bn.layers.bn_storage import collect_params, convert_statistic
 
@@ -921,11 +1013,11 @@ def _check_write_args(path, format: str, extras, caller: str) -> None:
 
 
 def write_values(
-    path,
+    path: str | os.PathLike,
     values: Sequence,
     format: str = "npz",
     *,
-    extras=None,
+    extras: Mapping | None = None,
     var_indices: Sequence[int] | None = None,
 ) -> None:
     """Write a list of arrays in a legacy format (what :func:`save_params` does for a network).
@@ -935,6 +1027,17 @@ def write_values(
     batch-norm ``var`` statistics; the file then records it (an .npz member,
     or a key of a pickled dict: a ``'pickle'`` file becomes a dict with
     ``'param values'``), so that reading it as ``inv_std`` is refused.
+
+    Examples
+    --------
+    >>> import os, pickle, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, 'values.pkl')
+    >>> write_values(path, [np.ones((2, 2)), np.zeros(2)], format='pickle')
+    >>> with open(path, 'rb') as f:
+    ...     [v.shape for v in pickle.load(f)]
+    [(2, 2), (2,)]
+    >>> tmp.cleanup()
     """
     _check_write_args(path, format, extras, "write_values")
     values = [np.asarray(v) for v in values]
@@ -968,7 +1071,17 @@ def write_values(
 
 @dataclass
 class ArrayInfo:
-    """One array of a checkpoint, as :func:`inspect_checkpoint` reports it."""
+    """One array of a checkpoint, as :func:`inspect_checkpoint` reports it.
+
+    Examples
+    --------
+    >>> import io
+    >>> buffer = io.BytesIO()
+    >>> np.savez(buffer, np.array([-1.0, 2.0]))
+    >>> [info] = inspect_checkpoint(io.BytesIO(buffer.getvalue()))[1]
+    >>> info.index, info.dtype, info.min, info.max
+    (0, 'float64', -1.0, 2.0)
+    """
 
     index: int
     name: str
@@ -1048,6 +1161,14 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
 
     The statistic is called ``inv_std or var``: the values do not tell them
     apart (Lasagne files hold ``inv_std``).
+
+    Examples
+    --------
+    >>> W, v = np.ones((2, 3)), np.ones(3)
+    >>> guess_bn_roles([W, v, v, v, v])  # weights, then a batch norm's four arrays
+    [None, 'bn beta', 'bn gamma', 'bn mean', 'bn inv_std or var']
+    >>> guess_bn_roles([W, v, v], ['a.W', 'bn.mean', 'bn.var'])
+    [None, 'bn mean', 'bn var']
     """
     n = len(values)
     roles: list[str | None] = [None] * n
@@ -1098,11 +1219,24 @@ def guess_bn_roles(values: Sequence, names: Sequence[str] | None = None) -> list
 
 
 def inspect_checkpoint(
-    source, *, classes: Mapping | None = None, max_bytes: int = MAX_BYTES
+    source: str | os.PathLike | BinaryIO,
+    *,
+    classes: Mapping | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> tuple[Checkpoint, list]:
     """Read a checkpoint and describe each array (see :func:`guess_bn_roles`).
 
     Returns ``(checkpoint, [ArrayInfo, ...])``.
+
+    Examples
+    --------
+    >>> import io
+    >>> W, v = np.ones((2, 3)), np.ones(3)
+    >>> buffer = io.BytesIO()
+    >>> np.savez(buffer, W, v, v, v, v)
+    >>> checkpoint, infos = inspect_checkpoint(io.BytesIO(buffer.getvalue()))
+    >>> [(info.name, info.shape, info.role) for info in infos[:2]]
+    [('arr_0', (2, 3), None), ('arr_1', (3,), 'bn beta')]
     """
     checkpoint = read_checkpoint(source, classes=classes, max_bytes=max_bytes)
     names = checkpoint.names if checkpoint.format == "network" else None

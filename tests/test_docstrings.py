@@ -64,6 +64,14 @@ MODULES = [
     "lasagne_bn.ops.moments",
     "lasagne_bn.ops.rewrites",
     "lasagne_bn.ops.numba.float16",
+    "lasagne_bn.ops.bn",
+    "lasagne_bn.ops.pool",
+    "lasagne_bn.ops.numba.threads",
+    "lasagne_bn.nan_guard",
+    "lasagne_bn._typing",
+    "lasagne_bn_compat.io",
+    "lasagne_bn_compat._pickle",
+    "lasagne_bn.layers.recurrent",
 ]
 
 

@@ -17,10 +17,16 @@ ints, with ``None`` for sizes unknown until the graph runs.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from pytensor.graph.basic import Variable
 
 from lasagne_bn import utils
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = ["Layer", "MergeLayer"]
 
@@ -73,9 +79,16 @@ class Layer:
         The layer feeding into this one, or the expected input shape.
     name : str, optional
         Name of the layer; parameter names are prefixed with it.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import Layer
+    >>> l = Layer((None, 3), name='base')
+    >>> l.input_shape, l.output_shape, l.get_params()
+    ((None, 3), (None, 3), [])
     """
 
-    def __init__(self, incoming, name: str | None = None):
+    def __init__(self, incoming: Incoming, name: str | None = None) -> None:
         if isinstance(incoming, tuple | list):
             self.input_shape = _check_shape(incoming, "input_shape", name)
             self.input_layer = None
@@ -194,9 +207,16 @@ class MergeLayer(Layer):
         The layers feeding into this one, or their expected output shapes.
     name : str, optional
         Name of the layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, MergeLayer
+    >>> m = MergeLayer([InputLayer((None, 2), name='a'), (None, 3)])
+    >>> m.input_shapes, [type(l).__name__ for l in m.input_layers]
+    ([(None, 2), (None, 3)], ['InputLayer', 'NoneType'])
     """
 
-    def __init__(self, incomings, name: str | None = None):
+    def __init__(self, incomings: Sequence[Incoming], name: str | None = None) -> None:
         incomings = list(incomings)
         self.input_shapes = []
         self.input_layers = []

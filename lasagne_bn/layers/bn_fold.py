@@ -24,8 +24,14 @@ something other than a dense or convolution layer) are left in place.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["fold_batch_norm"]
 
@@ -105,7 +111,7 @@ def _fold(bn) -> None:
         inner.b.set_value((b * scale.reshape(per) + shift.reshape(per)).astype(b.dtype))
 
 
-def fold_batch_norm(network):
+def fold_batch_norm(network: Layer | Sequence[Layer]) -> Layer | list[Layer]:
     """An inference copy of ``network`` with batch norms folded into the layers before them.
 
     Parameters
@@ -119,6 +125,15 @@ def fold_batch_norm(network):
         The copy's output layer(s).  Use it deterministically (dropout still
         sits where it was); its outputs equal the original's deterministic
         outputs to float rounding.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, get_all_layers
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc'))
+    >>> [type(l).__name__ for l in get_all_layers(fold_batch_norm(net))]
+    ['InputLayer', 'DenseLayer', 'NonlinearityLayer']
+    >>> [type(l).__name__ for l in get_all_layers(net)]  # the original is unchanged
+    ['InputLayer', 'DenseLayer', 'BatchNormLayer', 'NonlinearityLayer']
     """
     from lasagne_bn.layers.helper import get_all_layers
     from lasagne_bn.layers.normalization import BatchNormLayer

@@ -26,7 +26,14 @@ Without the helper, one ``get_output`` call does the same::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lasagne_bn.layers.bn_storage import _bn_layers
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["freeze_batch_norm", "unfreeze_batch_norm"]
 
@@ -48,7 +55,7 @@ def _retrain(layer) -> None:
     layer._frozen_params = []
 
 
-def freeze_batch_norm(network, *, params: bool = False) -> list:
+def freeze_batch_norm(network: Layer | Sequence[Layer], *, params: bool = False) -> list:
     """Freeze every batch-norm layer of ``network`` (statistics; ``params``: gamma/beta too).
 
     Compile functions after freezing: the flag is read when outputs are built.
@@ -57,6 +64,15 @@ def freeze_batch_norm(network, *, params: bool = False) -> list:
     -------
     list of BatchNormLayer
         The layers frozen.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc'))
+    >>> [layer.name for layer in freeze_batch_norm(net)]
+    ['fc_bn']
+    >>> net.input_layer.frozen
+    True
     """
     layers = _bn_layers(network)
     for layer in layers:
@@ -66,10 +82,18 @@ def freeze_batch_norm(network, *, params: bool = False) -> list:
     return layers
 
 
-def unfreeze_batch_norm(network) -> list:
+def unfreeze_batch_norm(network: Layer | Sequence[Layer]) -> list:
     """Undo :func:`freeze_batch_norm`: batch statistics and updates in training again.
 
     Only gamma and beta that freezing took out of training become trainable again.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm, freeze_batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 3)), 2, name='fc'))
+    >>> _ = freeze_batch_norm(net)
+    >>> [layer.name for layer in unfreeze_batch_norm(net)], net.input_layer.frozen
+    (['fc_bn'], False)
     """
     layers = _bn_layers(network)
     for layer in layers:

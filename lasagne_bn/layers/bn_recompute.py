@@ -26,8 +26,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import TextIO
+
+    from pytensor.compile.mode import Mode
+
+    from lasagne_bn.layers.base import Layer
 
 __all__ = ["recompute_bn_stats"]
 
@@ -79,12 +88,12 @@ def _batches(batches, what: str) -> Callable[[], Iterable]:
 
 
 def recompute_bn_stats(
-    network,
-    batches,
+    network: Layer | Sequence[Layer],
+    batches: Iterable | Callable[[], Iterator],
     *,
-    mode=None,
+    mode: str | Mode | None = None,
     progress: bool = True,
-    stream=None,
+    stream: TextIO | None = None,
 ) -> list:
     """Set every batch-norm layer's statistics to its inputs' over ``batches``.
 
@@ -110,6 +119,18 @@ def recompute_bn_stats(
     ------
     ValueError
         If ``batches`` holds no data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, batch_norm
+    >>> net = batch_norm(DenseLayer(InputLayer((None, 2)), 1, W=np.ones((2, 1)), name='fc'))
+    >>> batches = [np.zeros((4, 2)), np.ones((4, 2))]
+    >>> done = recompute_bn_stats(net, batches, mode='FAST_COMPILE', progress=False)
+    >>> [layer.name for layer in done]
+    ['fc_bn']
+    >>> net.input_layer.mean.get_value().tolist()
+    [1.0]
     """
     import pytensor
 

@@ -22,6 +22,8 @@ and ``TransposedConv3DLayer`` (aliases ``Deconv2DLayer``, ``Deconv3DLayer``),
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
@@ -35,6 +37,12 @@ from lasagne_bn.ops.conv import (
     conv3d_grad_wrt_inputs,
 )
 from lasagne_bn.utils import as_tuple, int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec
 
 __all__ = [
     "Conv1DLayer",
@@ -50,12 +58,16 @@ __all__ = [
 ]
 
 
-def conv_output_length(input_length, filter_size, stride, pad=0):
+def conv_output_length(
+    input_length: int | None, filter_size: int, stride: int, pad: int | str = 0
+) -> int | None:
     """Output length of a convolution on one axis (``None`` if the input's is unknown).
 
     ``pad`` is ``'valid'``, ``'full'``, ``'same'`` or an int; the result is
     ``ceil(unstrided_length / stride)``.
 
+    Examples
+    --------
     >>> conv_output_length(32, 3, 2, 'same'), conv_output_length(32, 5, 1, 'valid')
     (16, 28)
     """
@@ -74,13 +86,17 @@ def conv_output_length(input_length, filter_size, stride, pad=0):
     return (length + stride - 1) // stride
 
 
-def conv_input_length(output_length, filter_size, stride, pad=0):
+def conv_input_length(
+    output_length: int | None, filter_size: int, stride: int, pad: int | str = 0
+) -> int | None:
     """Smallest input length that a convolution maps to ``output_length``.
 
     Strided convolutions map up to ``stride - 1`` larger inputs to the same
     output length too.  This is the output length of the transposed
     convolution.
 
+    Examples
+    --------
     >>> conv_input_length(16, 3, 2, 'same')
     31
     """
@@ -271,23 +287,30 @@ class Conv1DLayer(BaseConvLayer):
     """1-D convolution of ``(batch, channels, length)`` input (see :class:`BaseConvLayer`).
 
     Computed as a 2-D convolution over a size-1 row axis.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Conv1DLayer(InputLayer((None, 2, 20)), 4, 5, stride=2)
+    >>> l.output_shape, l.W.get_value().shape
+    ((None, 4, 8), (4, 2, 5))
     """
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=1,
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        convolution=conv1d,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        convolution: Callable[..., Variable] = conv1d,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -321,6 +344,8 @@ class Conv1DLayer(BaseConvLayer):
 class Conv2DLayer(BaseConvLayer):
     """2-D convolution of ``(batch, channels, rows, cols)`` input (see :class:`BaseConvLayer`).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = Conv2DLayer(InputLayer((None, 8, 28, 28)), 4, (5, 3), stride=2, num_groups=2)
     >>> l.output_shape, l.W.get_value().shape
@@ -329,19 +354,19 @@ class Conv2DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1),
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        convolution=conv2d,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1),
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        convolution: Callable[..., Variable] = conv2d,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -367,6 +392,8 @@ class Conv3DLayer(BaseConvLayer):
     See :class:`BaseConvLayer`; ``convolution`` defaults (``None``) to
     :func:`lasagne_bn.ops.conv.conv3d`.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = Conv3DLayer(InputLayer((None, 2, 8, 9, 10)), 4, 3, stride=(1, 2, 2), pad='same')
     >>> l.output_shape, l.W.get_value().shape
@@ -375,19 +402,19 @@ class Conv3DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1, 1),
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        convolution=None,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1, 1),
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        convolution: Callable[..., Variable] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -507,6 +534,8 @@ class TransposedConv2DLayer(_TransposedConvLayer):
                                        stride=conv.stride, crop=conv.pad, W=conv.W,
                                        flip_filters=not conv.flip_filters)
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = TransposedConv2DLayer(InputLayer((None, 16, 7, 7)), 8, 4, stride=2, crop=1)
     >>> l.output_shape, l.W.get_value().shape
@@ -518,19 +547,19 @@ class TransposedConv2DLayer(_TransposedConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1),
-        crop=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=False,
-        output_size=None,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1),
+        crop: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = False,
+        output_size: int | Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -557,6 +586,8 @@ class TransposedConv3DLayer(_TransposedConvLayer):
     ``(channels, num_filters) + filter_size``; ``output_size`` takes three
     sizes (or a symbolic vector of three).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = TransposedConv3DLayer(InputLayer((None, 4, 3, 5, 5)), 2, 3, stride=2, crop='same')
     >>> l.output_shape, l.W.get_value().shape
@@ -568,19 +599,19 @@ class TransposedConv3DLayer(_TransposedConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1, 1),
-        crop=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=False,
-        output_size=None,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1, 1),
+        crop: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = False,
+        output_size: int | Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             incoming,
             num_filters,
@@ -607,6 +638,8 @@ class DilatedConv2DLayer(BaseConvLayer):
     no stride, ``flip_filters=False`` (a correlation), and ``W`` of shape
     ``(channels, num_filters) + filter_size``.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> DilatedConv2DLayer(InputLayer((None, 3, 20, 20)), 5, 3, dilation=(2, 4)).output_shape
     (None, 5, 16, 12)
@@ -614,18 +647,18 @@ class DilatedConv2DLayer(BaseConvLayer):
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        dilation=(1, 1),
-        pad=0,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        dilation: int | Sequence[int] = (1, 1),
+        pad: int | str | Sequence[int] = 0,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.dilation = _positive_tuple(dilation, 2, "dilation", kwargs.get("name"))
         super().__init__(
             incoming,

@@ -8,12 +8,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor.tensor as pt
 
 from lasagne_bn import init, nonlinearities
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.utils import int_types
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec
 
 __all__ = ["DenseLayer", "NINLayer"]
 
@@ -55,14 +62,14 @@ class DenseLayer(Layer):
 
     def __init__(
         self,
-        incoming,
-        num_units,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        num_leading_axes=1,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_units: int,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        num_leading_axes: int = 1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.nonlinearity = nonlinearities.identity if nonlinearity is None else nonlinearity
         self.num_units = _check_units(num_units, self.name)
@@ -132,14 +139,14 @@ class NINLayer(Layer):
 
     def __init__(
         self,
-        incoming,
-        num_units,
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_units: int,
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.nonlinearity = nonlinearities.identity if nonlinearity is None else nonlinearity
         self.num_units = _check_units(num_units, self.name)

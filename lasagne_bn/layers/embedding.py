@@ -13,10 +13,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytensor.tensor as pt
 
 from lasagne_bn import init
 from lasagne_bn.layers.base import Layer
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, ParamSpec
 
 __all__ = ["EmbeddingLayer"]
 
@@ -37,9 +44,23 @@ class EmbeddingLayer(Layer):
         Length of each embedding vector.
     W : initializer, array or expression
         The ``(input_size, output_size)`` table, ``Normal()`` by default.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = EmbeddingLayer(InputLayer((None, 7)), input_size=100, output_size=16)
+    >>> l.output_shape, l.W.get_value().shape
+    ((None, 7, 16), (100, 16))
     """
 
-    def __init__(self, incoming, input_size, output_size, W=init.Normal(), **kwargs):  # noqa: B008
+    def __init__(
+        self,
+        incoming: Incoming,
+        input_size: int,
+        output_size: int,
+        W: ParamSpec = init.Normal(),
+        **kwargs: Any,
+    ) -> None:  # noqa: B008
         super().__init__(incoming, **kwargs)
         self.input_size = input_size
         self.output_size = output_size

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from difflib import get_close_matches
 from itertools import chain
+from typing import TYPE_CHECKING
 from warnings import warn
 
 import numpy as np
@@ -31,6 +32,16 @@ from pytensor.compile.sharedvalue import SharedVariable
 
 from lasagne_bn import utils
 from lasagne_bn.ops.rewrites import ensure_registered
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import Shape, TensorLike
+    from lasagne_bn.layers.base import Layer
+    from lasagne_bn.layers.input import InputLayer
 
 __all__ = [
     "collect_updates",
@@ -104,7 +115,9 @@ def add_update(updates: OrderedDict, var: SharedVariable, expr) -> None:
 # graph traversal
 
 
-def get_all_layers(layer, treat_as_input=None) -> list:
+def get_all_layers(
+    layer: Layer | Sequence[Layer], treat_as_input: Iterable[Layer] | None = None
+) -> list:
     """All layers below (and including) the given layer(s), in topological order.
 
     Every layer comes after the layers feeding into it; otherwise the order
@@ -154,7 +167,12 @@ def get_all_layers(layer, treat_as_input=None) -> list:
     return result
 
 
-def get_output(layer_or_layers, inputs=None, return_updates: bool = False, **kwargs):
+def get_output(
+    layer_or_layers: Layer | Sequence[Layer],
+    inputs: TensorLike | Mapping[Layer | InputLayer, TensorLike] | None = None,
+    return_updates: bool = False,
+    **kwargs: Any,
+) -> Variable | list[Variable] | tuple:
     """The output expression(s) of the given layer(s).
 
     Parameters
@@ -290,7 +308,10 @@ def _get_output(layer_or_layers, inputs, kwargs):
         return all_outputs[layer_or_layers]
 
 
-def get_output_shape(layer_or_layers, input_shapes=None):
+def get_output_shape(
+    layer_or_layers: Layer | Sequence[Layer],
+    input_shapes: Shape | Mapping[Layer, Shape] | None = None,
+) -> Shape | list[Shape]:
     """The output shape(s) of the given layer(s), optionally for other input shapes.
 
     Parameters
@@ -349,7 +370,9 @@ def get_output_shape(layer_or_layers, input_shapes=None):
 # parameters
 
 
-def get_all_params(layer, unwrap_shared: bool = True, **tags) -> list:
+def get_all_params(
+    layer: Layer | Sequence[Layer], unwrap_shared: bool = True, **tags: bool
+) -> list:
     """The parameters of all layers below (and including) ``layer``, without repeats.
 
     The order is that of :func:`get_all_layers`, and within a layer the
@@ -372,9 +395,11 @@ def get_all_params(layer, unwrap_shared: bool = True, **tags) -> list:
     return utils.unique(params)
 
 
-def count_params(layer, **tags) -> int:
+def count_params(layer: Layer | Sequence[Layer], **tags: bool) -> int:
     """Total number of parameter values (scalars) in the network, filtered by tags.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer, DenseLayer
     >>> count_params(DenseLayer(InputLayer((None, 4)), 3))
     15
@@ -383,7 +408,7 @@ def count_params(layer, **tags) -> int:
     return int(sum(int(np.prod(p.get_value(borrow=True).shape)) for p in params))
 
 
-def describe_network(layer, **tags) -> str:
+def describe_network(layer: Layer | Sequence[Layer], **tags: bool) -> str:
     """A table of the network: one line per layer with its output shape and parameter count.
 
     The layers come in the order of :func:`get_all_layers`.  The type
@@ -443,12 +468,24 @@ def _layer_type(layer) -> str:
     return kind if name in ("linear", "identity") else f"{kind}({name})"
 
 
-def get_all_param_values(layer, **tags) -> list[np.ndarray]:
-    """Copies of the values of :func:`get_all_params`, in the same order."""
+def get_all_param_values(layer: Layer | Sequence[Layer], **tags: bool) -> list[np.ndarray]:
+    """Copies of the values of :func:`get_all_params`, in the same order.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> net = DenseLayer(InputLayer((None, 3)), 2)
+    >>> [v.shape for v in get_all_param_values(net)]
+    [(3, 2), (2,)]
+    >>> [v.shape for v in get_all_param_values(net, regularizable=True)]
+    [(3, 2)]
+    """
     return [p.get_value() for p in get_all_params(layer, **tags)]
 
 
-def set_all_param_values(layer, values, **tags) -> None:
+def set_all_param_values(
+    layer: Layer | Sequence[Layer], values: Sequence[np.ndarray], **tags: bool
+) -> None:
     """Set the values of :func:`get_all_params` (same order, same tags).
 
     Everything is checked before anything is set: with a wrong number of

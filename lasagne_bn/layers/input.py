@@ -9,12 +9,18 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import pytensor
 from pytensor.graph.basic import Variable
 from pytensor.tensor.type import TensorType
 
 from lasagne_bn.layers.base import Layer, _check_shape
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from lasagne_bn._typing import Shape
 
 __all__ = ["InputLayer"]
 
@@ -42,7 +48,13 @@ class InputLayer(Layer):
     'x'
     """
 
-    def __init__(self, shape, input_var=None, name: str | None = None, **kwargs):
+    def __init__(
+        self,
+        shape: Shape,
+        input_var: Variable | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.shape = _check_shape(shape, "shape", name)
         ndim = len(self.shape)
         if input_var is None:

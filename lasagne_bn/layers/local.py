@@ -18,12 +18,20 @@ variable batch size compiles under every backend (JAX included).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor.tensor as pt
 
 from lasagne_bn import init, nonlinearities
 from lasagne_bn.layers.conv import Conv2DLayer
 from lasagne_bn.ops.conv import conv2d
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec
 
 __all__ = ["LocallyConnected2DLayer"]
 
@@ -71,23 +79,30 @@ class LocallyConnected2DLayer(Conv2DLayer):
         If an input size other than the batch size is unknown, or
         ``channelwise`` is set and ``num_filters`` differs from the number
         of input channels.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = LocallyConnected2DLayer(InputLayer((None, 3, 5, 5)), 4, 3)
+    >>> l.output_shape, l.W.get_value().shape, l.b.get_value().shape
+    ((None, 4, 5, 5), (4, 3, 3, 3, 5, 5), (4,))
     """
 
     def __init__(
         self,
-        incoming,
-        num_filters,
-        filter_size,
-        stride=(1, 1),
-        pad="same",
-        untie_biases=False,
-        W=init.GlorotUniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        flip_filters=True,
-        channelwise=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_filters: int,
+        filter_size: int | Sequence[int],
+        stride: int | Sequence[int] = (1, 1),
+        pad: int | str | Sequence[int] = "same",
+        untie_biases: bool = False,
+        W: ParamSpec = init.GlorotUniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        flip_filters: bool = True,
+        channelwise: bool = False,
+        **kwargs: Any,
+    ) -> None:
         # get_W_shape (called by the base class) needs to know this.
         self.channelwise = channelwise
         super().__init__(

@@ -11,12 +11,21 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor.tensor as pt
 
 from lasagne_bn.layers.base import MergeLayer
 from lasagne_bn.utils import int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import Incoming, Shape
 
 __all__ = [
     "ConcatLayer",
@@ -56,7 +65,11 @@ def _first_known_sizes(input_shapes) -> tuple:
     )
 
 
-def autocrop(inputs, cropping, static_shapes=None):
+def autocrop(
+    inputs: Sequence[Variable],
+    cropping: Sequence[str | None] | None,
+    static_shapes: Sequence[Shape] | None = None,
+) -> list[Variable]:
     """Crop input expressions to a common size on the axes where ``cropping`` says so.
 
     Parameters
@@ -123,9 +136,13 @@ def autocrop(inputs, cropping, static_shapes=None):
     return [x[tuple(slices)] for x, slices in zip(inputs, slices_by_input, strict=True)]
 
 
-def autocrop_array_shapes(input_shapes, cropping):
+def autocrop_array_shapes(
+    input_shapes: Sequence[Shape], cropping: Sequence[str | None] | None
+) -> list[Shape]:
     """The shapes :func:`autocrop` would give, for shape tuples (None = unknown).
 
+    Examples
+    --------
     >>> autocrop_array_shapes([(2, 5), (2, 3)], [None, 'lower'])
     [(2, 3), (2, 3)]
     """
@@ -193,9 +210,24 @@ class ConcatLayer(MergeLayer):
     cropping : None or list
         Crop the other axes to a common size first (see :func:`autocrop`);
         the entry for ``axis`` is ignored.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> a, b = InputLayer((None, 2, 5)), InputLayer((None, 3, 4))
+    >>> ConcatLayer([a, b], cropping=[None, None, 'lower']).output_shape
+    (None, 5, 4)
+    >>> ConcatLayer([a, InputLayer((None, 2, 1))], axis=-1).output_shape
+    (None, 2, 6)
     """
 
-    def __init__(self, incomings, axis=1, cropping=None, **kwargs):
+    def __init__(
+        self,
+        incomings: Sequence[Incoming],
+        axis: int = 1,
+        cropping: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incomings, **kwargs)
         if isinstance(axis, bool) or not isinstance(axis, int_types):
             raise TypeError(f"axis={axis!r} must be an int")
@@ -263,9 +295,23 @@ class ElemwiseMergeLayer(MergeLayer):
         ``f(a, b)``, e.g. ``pytensor.tensor.maximum``.
     cropping : None or list
         See :func:`autocrop`.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = ElemwiseMergeLayer([InputLayer((None, 4)), InputLayer((None, 4))], pt.maximum)
+    >>> l.output_shape, l.merge_function is pt.maximum
+    ((None, 4), True)
     """
 
-    def __init__(self, incomings, merge_function, cropping=None, **kwargs):
+    def __init__(
+        self,
+        incomings: Sequence[Incoming],
+        merge_function: Callable[[Variable, Variable], Variable],
+        cropping: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incomings, **kwargs)
         if not callable(merge_function):
             raise TypeError(f"merge_function={merge_function!r} must be callable")
@@ -308,9 +354,22 @@ class ElemwiseSumLayer(ElemwiseMergeLayer):
         cast to the input's dtype.
     cropping : None or list
         See :func:`autocrop`.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = ElemwiseSumLayer([InputLayer((None, 4)), InputLayer((None, 4))], coeffs=[1, -1])
+    >>> l.output_shape, l.coeffs
+    ((None, 4), [1, -1])
     """
 
-    def __init__(self, incomings, coeffs=1, cropping=None, **kwargs):
+    def __init__(
+        self,
+        incomings: Sequence[Incoming],
+        coeffs: float | Sequence[float] = 1,
+        cropping: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         incomings = list(incomings)
         super().__init__(incomings, pt.add, cropping=cropping, **kwargs)
         if isinstance(coeffs, list | tuple):

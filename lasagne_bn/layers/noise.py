@@ -18,6 +18,7 @@ returns.
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor
@@ -30,6 +31,12 @@ from lasagne_bn import utils
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.layers.helper import active_updates, add_update
 from lasagne_bn.random import get_rng
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = [
     "DropoutLayer",
@@ -115,7 +122,14 @@ class DropoutLayer(Layer):
     [0.0, 2.0]
     """
 
-    def __init__(self, incoming, p=0.5, rescale=True, shared_axes=(), **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        p: float = 0.5,
+        rescale: bool = True,
+        shared_axes: Sequence[int] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
         self.p = _check_probability(p, "p", self.name)
@@ -163,8 +177,15 @@ class DropoutLayer(Layer):
 dropout = DropoutLayer
 
 
-def dropout_channels(incoming, *args, **kwargs):
-    """Dropout of whole channels: a :class:`DropoutLayer` sharing the mask over axes 2, 3, ..."""
+def dropout_channels(incoming: Incoming, *args: Any, **kwargs: Any) -> Layer:
+    """Dropout of whole channels: a :class:`DropoutLayer` sharing the mask over axes 2, 3, ...
+
+    Examples
+    --------
+    >>> l = dropout_channels((None, 8, 5, 5), p=0.2)
+    >>> type(l).__name__, l.p, l.shared_axes
+    ('DropoutLayer', 0.2, (2, 3))
+    """
     ndim = len(getattr(incoming, "output_shape", incoming))
     kwargs["shared_axes"] = tuple(range(2, ndim))
     return DropoutLayer(incoming, *args, **kwargs)
@@ -173,8 +194,15 @@ def dropout_channels(incoming, *args, **kwargs):
 spatial_dropout = dropout_channels
 
 
-def dropout_locations(incoming, *args, **kwargs):
-    """Dropout of whole positions: a :class:`DropoutLayer` sharing the mask over axis 1."""
+def dropout_locations(incoming: Incoming, *args: Any, **kwargs: Any) -> Layer:
+    """Dropout of whole positions: a :class:`DropoutLayer` sharing the mask over axis 1.
+
+    Examples
+    --------
+    >>> l = dropout_locations((None, 8, 5, 5), p=0.2)
+    >>> type(l).__name__, l.p, l.shared_axes
+    ('DropoutLayer', 0.2, (1,))
+    """
     kwargs["shared_axes"] = (1,)
     return DropoutLayer(incoming, *args, **kwargs)
 
@@ -187,9 +215,19 @@ class GaussianNoiseLayer(Layer):
     incoming : Layer or tuple
     sigma : float
         Standard deviation of the noise; 0 or ``deterministic=True`` adds none.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, get_output
+    >>> l_in = InputLayer((None, 4))
+    >>> l = GaussianNoiseLayer(l_in, sigma=0.5)
+    >>> l.output_shape, l.sigma
+    ((None, 4), 0.5)
+    >>> get_output(l, deterministic=True) is l_in.input_var
+    True
     """
 
-    def __init__(self, incoming, sigma=0.1, **kwargs):
+    def __init__(self, incoming: Incoming, sigma: float = 0.1, **kwargs: Any) -> None:
         super().__init__(incoming, **kwargs)
         self._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
         if isinstance(sigma, numbers.Real) and sigma < 0:

@@ -35,6 +35,7 @@ averages are kept current in one of two ways:
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor.tensor as pt
@@ -64,6 +65,12 @@ from lasagne_bn.ops.validation import (
     checked,
     normalize_axes,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, ParamSpec
 
 __all__ = [
     "BatchNormLayer",
@@ -260,23 +267,23 @@ class BatchNormLayer(Layer):
 
     def __init__(
         self,
-        incoming,
-        axes="auto",
-        epsilon=1e-4,
-        alpha=0.1,
-        beta=init.Constant(0),
-        gamma=init.Constant(1),
-        mean=init.Constant(0),
-        inv_std=_DEFAULT_INV_STD,
+        incoming: Incoming,
+        axes: str | int | Sequence[int] = "auto",
+        epsilon: float = 1e-4,
+        alpha: float | None = 0.1,
+        beta: ParamSpec = init.Constant(0),
+        gamma: ParamSpec = init.Constant(1),
+        mean: ParamSpec = init.Constant(0),
+        inv_std: ParamSpec = _DEFAULT_INV_STD,
         *,
-        var=_DEFAULT_VAR,
+        var: ParamSpec = _DEFAULT_VAR,
         stat_storage: str = "inv_std",
         renorm: bool = False,
-        r_max=None,
-        d_max=None,
+        r_max: float | None = None,
+        d_max: float | None = None,
         virtual_batch_size: int | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if stat_storage not in STAT_STORAGES:
             raise ValueError(
@@ -782,7 +789,7 @@ def _as_type(expr, var):
     return var.type.filter_variable(expr, allow_convert=True)
 
 
-def batch_norm(layer, **kwargs):
+def batch_norm(layer: Layer, **kwargs: Any) -> Layer:
     """Put batch normalization between a layer and its nonlinearity.
 
     Modifies ``layer`` (irreversibly, as Lasagne does): its nonlinearity
@@ -856,9 +863,24 @@ class LocalResponseNormalization2DLayer(Layer):
         See the formula.
     n : int
         Number of adjacent channels; must be odd.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = LocalResponseNormalization2DLayer(InputLayer((None, 8, 4, 4)), n=3)
+    >>> l.output_shape, l.get_params()
+    ((None, 8, 4, 4), [])
     """
 
-    def __init__(self, incoming, alpha=1e-4, k=2, beta=0.75, n=5, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        alpha: float = 1e-4,
+        k: float = 2,
+        beta: float = 0.75,
+        n: int = 5,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if len(self.input_shape) != 4:
             raise ValueError(
@@ -905,9 +927,24 @@ class StandardizationLayer(Layer):
         ``'spatial'``: all axes from 2 on; ``'features'``: all but axis 0.
     epsilon : float
         Added to the (biased) variance.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> StandardizationLayer(InputLayer((None, 3, 4, 4))).axes
+    (2, 3)
+    >>> l = StandardizationLayer(InputLayer((None, 3, 4, 4)), axes='features')
+    >>> l.axes, l.get_params()
+    ((1, 2, 3), [])
     """
 
-    def __init__(self, incoming, axes="auto", epsilon=1e-4, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        axes: str | int | Sequence[int] = "auto",
+        epsilon: float = 1e-4,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         ndim = len(self.input_shape)
         if isinstance(axes, str) and axes in ("auto", "spatial", "features"):
@@ -978,14 +1015,14 @@ class GroupNormLayer(Layer):
 
     def __init__(
         self,
-        incoming,
+        incoming: Incoming,
         groups: int = 32,
         axis: int = 1,
-        epsilon=1e-3,
-        beta=init.Constant(0),
-        gamma=init.Constant(1),
-        **kwargs,
-    ):
+        epsilon: float = 1e-3,
+        beta: ParamSpec = init.Constant(0),
+        gamma: ParamSpec = init.Constant(1),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         ndim = len(self.input_shape)
         if isinstance(axis, bool) or not isinstance(axis, utils.int_types):
@@ -1042,13 +1079,15 @@ class GroupNormLayer(Layer):
         return out.reshape(sizes)
 
 
-def group_norm(layer, groups: int = 32, **kwargs):
+def group_norm(layer: Layer, groups: int = 32, **kwargs: Any) -> Layer:
     """Group normalization between a layer and its nonlinearity.
 
     Like :func:`batch_norm`: removes ``layer``'s bias, moves its
     nonlinearity on top, and names the new layers ``<name>_gn`` and
     ``<name>_gn_nonlin``.  ``kwargs`` go to :class:`GroupNormLayer`.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer, Conv2DLayer, get_all_params
     >>> l = group_norm(Conv2DLayer(InputLayer((None, 3, 8, 8)), 16, 3, name='c'), groups=4)
     >>> [p.name for p in get_all_params(l)], l.name
@@ -1064,12 +1103,21 @@ def group_norm(layer, groups: int = 32, **kwargs):
     return top
 
 
-def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
+def instance_norm(
+    layer: Layer, learn_scale: bool = True, learn_bias: bool = True, **kwargs: Any
+) -> Layer:
     """Instance normalization: standardize each example's feature maps, then scale and shift.
 
     Like :func:`batch_norm`, removes ``layer``'s bias, moves its nonlinearity
     on top, and names the new layers ``<name>_in``, ``_in_scale``,
     ``_in_bias``, ``_in_nonlin``.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, Conv2DLayer, get_all_layers
+    >>> net = instance_norm(Conv2DLayer(InputLayer((None, 3, 8, 8)), 4, 3, name='conv'))
+    >>> [l.name for l in get_all_layers(net)][1:]
+    ['conv', 'conv_in', 'conv_in_scale', 'conv_in_bias', 'conv_in_nonlin']
     """
     from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
 
@@ -1085,12 +1133,21 @@ def instance_norm(layer, learn_scale=True, learn_bias=True, **kwargs):
     return top
 
 
-def layer_norm(layer, **kwargs):
+def layer_norm(layer: Layer, **kwargs: Any) -> Layer:
     """Layer normalization: standardize each example over all its features, then scale and shift.
 
     Like :func:`batch_norm`, removes ``layer``'s bias, moves its nonlinearity
     on top, and names the new layers ``<name>_ln``, ``_ln_scale``,
     ``_ln_bias``, ``_ln_nonlin``.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_all_layers
+    >>> net = layer_norm(DenseLayer(InputLayer((None, 5)), 4, name='fc'))
+    >>> [l.name for l in get_all_layers(net)][1:]
+    ['fc', 'fc_ln', 'fc_ln_scale', 'fc_ln_bias', 'fc_ln_nonlin']
+    >>> net.output_shape
+    (None, 4)
     """
     from lasagne_bn.layers.special import BiasLayer, NonlinearityLayer, ScaleLayer
 

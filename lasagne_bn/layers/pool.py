@@ -15,12 +15,22 @@ As in Lasagne, ``stride`` defaults to ``pool_size``, ``ignore_border`` to
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor.tensor as pt
 
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.ops.pool import POOL_MODES, pool_2d, pool_3d, pool_output_length
 from lasagne_bn.utils import as_tuple, int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from pytensor.graph.basic import Variable
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = [
     "FeaturePoolLayer",
@@ -116,20 +126,27 @@ class Pool2DLayer(_PoolLayer):
     ignore_border : bool
         ``False`` keeps a partial last window.
     mode : 'max', 'average_inc_pad' or 'average_exc_pad'
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Pool2DLayer(InputLayer((None, 3, 8, 8)), 3, stride=2, pad=1, mode='average_inc_pad')
+    >>> l.output_shape
+    (None, 3, 4, 4)
     """
 
     n = 2
 
     def __init__(
         self,
-        incoming,
-        pool_size,
-        stride=None,
-        pad=(0, 0),
-        ignore_border=True,
-        mode="max",
-        **kwargs,
-    ):
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0),
+        ignore_border: bool = True,
+        mode: str = "max",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode, **kwargs)
 
     def get_output_for(self, input, **kwargs):
@@ -144,20 +161,51 @@ class Pool2DLayer(_PoolLayer):
 
 
 class MaxPool2DLayer(Pool2DLayer):
-    """Max pooling over the two trailing axes of 4-d input (see :class:`Pool2DLayer`)."""
+    """Max pooling over the two trailing axes of 4-d input (see :class:`Pool2DLayer`).
 
-    def __init__(self, incoming, pool_size, stride=None, pad=(0, 0), ignore_border=True, **kwargs):
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l_in = InputLayer((None, 3, 7, 7))
+    >>> MaxPool2DLayer(l_in, 2).output_shape, MaxPool2DLayer(l_in, 2, stride=1).output_shape
+    ((None, 3, 3, 3), (None, 3, 6, 6))
+    """
+
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0),
+        ignore_border: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode="max", **kwargs)
 
 
 class Pool1DLayer(_PoolLayer):
-    """Max or average pooling over the trailing axis of 3-d input (see :class:`Pool2DLayer`)."""
+    """Max or average pooling over the trailing axis of 3-d input (see :class:`Pool2DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = Pool1DLayer(InputLayer((None, 3, 10)), 2, mode='average_exc_pad')
+    >>> l.output_shape, l.mode
+    ((None, 3, 5), 'average_exc_pad')
+    """
 
     n = 1
 
     def __init__(
-        self, incoming, pool_size, stride=None, pad=0, ignore_border=True, mode="max", **kwargs
-    ):
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = 0,
+        ignore_border: bool = True,
+        mode: str = "max",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode, **kwargs)
 
     def get_output_for(self, input, **kwargs):
@@ -173,9 +221,27 @@ class Pool1DLayer(_PoolLayer):
 
 
 class MaxPool1DLayer(Pool1DLayer):
-    """Max pooling over the trailing axis of 3-d input."""
+    """Max pooling over the trailing axis of 3-d input.
 
-    def __init__(self, incoming, pool_size, stride=None, pad=0, ignore_border=True, **kwargs):
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l_in = InputLayer((None, 3, 10))
+    >>> MaxPool1DLayer(l_in, 3).output_shape
+    (None, 3, 3)
+    >>> MaxPool1DLayer(l_in, 3, ignore_border=False).output_shape  # a partial last window
+    (None, 3, 4)
+    """
+
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = 0,
+        ignore_border: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode="max", **kwargs)
 
 
@@ -185,6 +251,8 @@ class Pool3DLayer(_PoolLayer):
     The arguments are those of :class:`Pool2DLayer`, with three entries per
     tuple (Theano's ``pool_3d``).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> Pool3DLayer(InputLayer((None, 3, 8, 7, 6)), 2).output_shape
     (None, 3, 4, 3, 3)
@@ -194,14 +262,14 @@ class Pool3DLayer(_PoolLayer):
 
     def __init__(
         self,
-        incoming,
-        pool_size,
-        stride=None,
-        pad=(0, 0, 0),
-        ignore_border=True,
-        mode="max",
-        **kwargs,
-    ):
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0, 0),
+        ignore_border: bool = True,
+        mode: str = "max",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode, **kwargs)
 
     def get_output_for(self, input, **kwargs):
@@ -216,11 +284,24 @@ class Pool3DLayer(_PoolLayer):
 
 
 class MaxPool3DLayer(Pool3DLayer):
-    """Max pooling over the three trailing axes of 5-d input (see :class:`Pool3DLayer`)."""
+    """Max pooling over the three trailing axes of 5-d input (see :class:`Pool3DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> MaxPool3DLayer(InputLayer((None, 2, 4, 6, 8)), 2).output_shape
+    (None, 2, 2, 3, 4)
+    """
 
     def __init__(
-        self, incoming, pool_size, stride=None, pad=(0, 0, 0), ignore_border=True, **kwargs
-    ):
+        self,
+        incoming: Incoming,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        pad: int | Sequence[int] = (0, 0, 0),
+        ignore_border: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, pool_size, stride, pad, ignore_border, mode="max", **kwargs)
 
 
@@ -259,12 +340,16 @@ class GlobalPoolLayer(Layer):
         3 dimensions; the mean by default (``pt.max`` for global max
         pooling).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> GlobalPoolLayer(InputLayer((None, 64, 7, 7))).output_shape
     (None, 64)
     """
 
-    def __init__(self, incoming, pool_function=_mean, **kwargs):
+    def __init__(
+        self, incoming: Incoming, pool_function: Callable[..., Variable] = _mean, **kwargs: Any
+    ) -> None:
         super().__init__(incoming, **kwargs)
         # no check of the input's ndim: Lasagne accepted any (and mocks) until get_output
         if not callable(pool_function):
@@ -284,7 +369,13 @@ class GlobalPoolLayer(Layer):
 class _UpscaleLayer(Layer):
     n = 2
 
-    def __init__(self, incoming, scale_factor, mode="repeat", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        scale_factor: int | Sequence[int],
+        mode: str = "repeat",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if len(self.input_shape) != self.n + 2:
             raise ValueError(
@@ -339,6 +430,8 @@ class Upscale2DLayer(_UpscaleLayer):
     top-left of its block and zeros elsewhere (a transposed convolution
     does ``'dilate'`` plus a convolution more cheaply).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> Upscale2DLayer(InputLayer((None, 3, 5, 4)), (2, 3)).output_shape
     (None, 3, 10, 12)
@@ -348,7 +441,14 @@ class Upscale2DLayer(_UpscaleLayer):
 
 
 class Upscale1DLayer(_UpscaleLayer):
-    """Upscales the trailing axis of 3-d input (see :class:`Upscale2DLayer`)."""
+    """Upscales the trailing axis of 3-d input (see :class:`Upscale2DLayer`).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> Upscale1DLayer(InputLayer((None, 2, 5)), 3).output_shape
+    (None, 2, 15)
+    """
 
     n = 1
 
@@ -356,6 +456,8 @@ class Upscale1DLayer(_UpscaleLayer):
 class Upscale3DLayer(_UpscaleLayer):
     """Upscales the three trailing axes of 5-d input (see :class:`Upscale2DLayer`).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> Upscale3DLayer(InputLayer((None, 3, 2, 3, 4)), (2, 1, 3)).output_shape
     (None, 3, 4, 3, 12)
@@ -411,12 +513,21 @@ class FeaturePoolLayer(Layer):
         Called as ``pool_function(x, axis=axis + 1)`` on the input reshaped
         to ``(..., groups, pool_size, ...)``; ``max`` by default (maxout).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> FeaturePoolLayer(InputLayer((None, 12, 5)), 3).output_shape
     (None, 4, 5)
     """
 
-    def __init__(self, incoming, pool_size, axis=1, pool_function=pt.max, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_size: int,
+        axis: int = 1,
+        pool_function: Callable[..., Variable] = pt.max,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.pool_size = _check_pool_size(pool_size, self.name)
         self.axis = _feature_axis(axis, len(self.input_shape), self.name)
@@ -445,12 +556,14 @@ class FeatureWTALayer(Layer):
     Keeps the largest value of each group (the first one where several tie)
     and sets the others to zero; the output has the input's shape.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> FeatureWTALayer(InputLayer((None, 12, 5)), 3).output_shape
     (None, 12, 5)
     """
 
-    def __init__(self, incoming, pool_size, axis=1, **kwargs):
+    def __init__(self, incoming: Incoming, pool_size: int, axis: int = 1, **kwargs: Any) -> None:
         super().__init__(incoming, **kwargs)
         self.pool_size = _check_pool_size(pool_size, self.name)
         self.axis = _feature_axis(axis, len(self.input_shape), self.name)
@@ -584,12 +697,21 @@ class SpatialPyramidPoolingLayer(Layer):
         allows, as in Lasagne); ``'kaiming'`` cuts each bin out separately
         (the definition of He et al.'s SPP-net paper, any size).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> SpatialPyramidPoolingLayer(InputLayer((None, 8, 13, 17)), [4, 2, 1]).output_shape
     (None, 8, 21)
     """
 
-    def __init__(self, incoming, pool_dims=[4, 2, 1], mode="max", implementation="fast", **kwargs):  # noqa: B006
+    def __init__(
+        self,
+        incoming: Incoming,
+        pool_dims: Sequence[int] = [4, 2, 1],
+        mode: str = "max",
+        implementation: str = "fast",
+        **kwargs: Any,
+    ) -> None:  # noqa: B006
         super().__init__(incoming, **kwargs)
         if len(self.input_shape) != 4:
             raise ValueError(

@@ -23,6 +23,8 @@ parameter files of legacy networks carry over.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -34,6 +36,11 @@ from lasagne_bn.layers.base import Layer, MergeLayer
 from lasagne_bn.layers.dense import DenseLayer
 from lasagne_bn.layers.input import InputLayer
 from lasagne_bn.utils import int_types, unroll_scan
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec
 
 __all__ = [
     "CustomRecurrentLayer",
@@ -288,21 +295,21 @@ class CustomRecurrentLayer(MergeLayer):
 
     def __init__(
         self,
-        incoming,
-        input_to_hidden,
-        hidden_to_hidden,
-        nonlinearity=nonlinearities.rectify,
-        hid_init=init.Constant(0.0),
-        backwards=False,
-        learn_init=False,
-        gradient_steps=-1,
-        grad_clipping=0,
-        unroll_scan=False,
-        precompute_input=True,
-        mask_input=None,
-        only_return_final=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        input_to_hidden: Layer,
+        hidden_to_hidden: Layer,
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        hid_init: Layer | ParamSpec = init.Constant(0.0),
+        backwards: bool = False,
+        learn_init: bool = False,
+        gradient_steps: int = -1,
+        grad_clipping: float = 0,
+        unroll_scan: bool = False,
+        precompute_input: bool = True,
+        mask_input: Layer | None = None,
+        only_return_final: bool = False,
+        **kwargs: Any,
+    ) -> None:
         incomings = _incomings(self, incoming, mask_input, [("hid_init", hid_init)])
         super().__init__(incomings, **kwargs)
         for what, net in (
@@ -462,23 +469,23 @@ class RecurrentLayer(CustomRecurrentLayer):
 
     def __init__(
         self,
-        incoming,
-        num_units,
-        W_in_to_hid=init.Uniform(),
-        W_hid_to_hid=init.Uniform(),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.rectify,
-        hid_init=init.Constant(0.0),
-        backwards=False,
-        learn_init=False,
-        gradient_steps=-1,
-        grad_clipping=0,
-        unroll_scan=False,
-        precompute_input=True,
-        mask_input=None,
-        only_return_final=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_units: int,
+        W_in_to_hid: ParamSpec = init.Uniform(),
+        W_hid_to_hid: ParamSpec = init.Uniform(),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        hid_init: Layer | ParamSpec = init.Constant(0.0),
+        backwards: bool = False,
+        learn_init: bool = False,
+        gradient_steps: int = -1,
+        grad_clipping: float = 0,
+        unroll_scan: bool = False,
+        precompute_input: bool = True,
+        mask_input: Layer | None = None,
+        only_return_final: bool = False,
+        **kwargs: Any,
+    ) -> None:
         input_shape = incoming if isinstance(incoming, tuple) else incoming.output_shape
         prefix = f"{kwargs['name']}." if kwargs.get("name") is not None else ""
         layer_kwargs = {k: v for k, v in kwargs.items() if k != "name"}
@@ -547,12 +554,12 @@ class Gate:
 
     def __init__(
         self,
-        W_in=init.Normal(0.1),
-        W_hid=init.Normal(0.1),
-        W_cell=init.Normal(0.1),
-        b=init.Constant(0.0),
-        nonlinearity=nonlinearities.sigmoid,
-    ):
+        W_in: ParamSpec = init.Normal(0.1),
+        W_hid: ParamSpec = init.Normal(0.1),
+        W_cell: ParamSpec = init.Normal(0.1),
+        b: ParamSpec = init.Constant(0.0),
+        nonlinearity: Nonlinearity = nonlinearities.sigmoid,
+    ) -> None:
         self.W_in = W_in
         self.W_hid = W_hid
         if W_cell is not None:
@@ -629,26 +636,26 @@ class LSTMLayer(MergeLayer):
 
     def __init__(
         self,
-        incoming,
-        num_units,
-        ingate=Gate(),
-        forgetgate=Gate(),
-        cell=Gate(W_cell=None, nonlinearity=nonlinearities.tanh),
-        outgate=Gate(),
-        nonlinearity=nonlinearities.tanh,
-        cell_init=init.Constant(0.0),
-        hid_init=init.Constant(0.0),
-        backwards=False,
-        learn_init=False,
-        peepholes=True,
-        gradient_steps=-1,
-        grad_clipping=0,
-        unroll_scan=False,
-        precompute_input=True,
-        mask_input=None,
-        only_return_final=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_units: int,
+        ingate: Gate = Gate(),
+        forgetgate: Gate = Gate(),
+        cell: Gate = Gate(W_cell=None, nonlinearity=nonlinearities.tanh),
+        outgate: Gate = Gate(),
+        nonlinearity: Nonlinearity = nonlinearities.tanh,
+        cell_init: Layer | ParamSpec = init.Constant(0.0),
+        hid_init: Layer | ParamSpec = init.Constant(0.0),
+        backwards: bool = False,
+        learn_init: bool = False,
+        peepholes: bool = True,
+        gradient_steps: int = -1,
+        grad_clipping: float = 0,
+        unroll_scan: bool = False,
+        precompute_input: bool = True,
+        mask_input: Layer | None = None,
+        only_return_final: bool = False,
+        **kwargs: Any,
+    ) -> None:
         incomings = _incomings(
             self, incoming, mask_input, [("hid_init", hid_init), ("cell_init", cell_init)]
         )
@@ -793,22 +800,22 @@ class GRULayer(MergeLayer):
 
     def __init__(
         self,
-        incoming,
-        num_units,
-        resetgate=Gate(W_cell=None),
-        updategate=Gate(W_cell=None),
-        hidden_update=Gate(W_cell=None, nonlinearity=nonlinearities.tanh),
-        hid_init=init.Constant(0.0),
-        backwards=False,
-        learn_init=False,
-        gradient_steps=-1,
-        grad_clipping=0,
-        unroll_scan=False,
-        precompute_input=True,
-        mask_input=None,
-        only_return_final=False,
-        **kwargs,
-    ):
+        incoming: Incoming,
+        num_units: int,
+        resetgate: Gate = Gate(W_cell=None),
+        updategate: Gate = Gate(W_cell=None),
+        hidden_update: Gate = Gate(W_cell=None, nonlinearity=nonlinearities.tanh),
+        hid_init: Layer | ParamSpec = init.Constant(0.0),
+        backwards: bool = False,
+        learn_init: bool = False,
+        gradient_steps: int = -1,
+        grad_clipping: float = 0,
+        unroll_scan: bool = False,
+        precompute_input: bool = True,
+        mask_input: Layer | None = None,
+        only_return_final: bool = False,
+        **kwargs: Any,
+    ) -> None:
         incomings = _incomings(self, incoming, mask_input, [("hid_init", hid_init)])
         super().__init__(incomings, **kwargs)
         self.num_units = num_units = _check_units(num_units, self.name)

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
@@ -20,6 +22,12 @@ from pytensor.graph.basic import Variable
 from lasagne_bn.layers.base import Layer
 from lasagne_bn.theano_extensions import padding
 from lasagne_bn.utils import int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming
 
 __all__ = [
     "DimshuffleLayer",
@@ -42,9 +50,16 @@ class FlattenLayer(Layer):
     incoming : Layer or tuple
     outdim : int
         Number of output dimensions (at least 1, at most the input's).
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l_in = InputLayer((None, 3, 4, 5))
+    >>> FlattenLayer(l_in).output_shape, FlattenLayer(l_in, outdim=3).output_shape
+    ((None, 60), (None, 3, 20))
     """
 
-    def __init__(self, incoming, outdim=2, **kwargs):
+    def __init__(self, incoming: Incoming, outdim: int = 2, **kwargs: Any) -> None:
         super().__init__(incoming, **kwargs)
         if isinstance(outdim, bool) or not isinstance(outdim, int_types):
             raise TypeError(f"outdim={outdim!r} must be an int")
@@ -94,7 +109,9 @@ class ReshapeLayer(Layer):
     (None, 2, 3)
     """
 
-    def __init__(self, incoming, shape, **kwargs):
+    def __init__(
+        self, incoming: Incoming, shape: Sequence[int | list[int] | Variable], **kwargs: Any
+    ) -> None:
         super().__init__(incoming, **kwargs)
         shape = tuple(shape)
         for s in shape:
@@ -195,12 +212,14 @@ class DimshuffleLayer(Layer):
         Input axis for each output axis; ``'x'`` inserts a size-1 axis.
         Input axes left out must have size 1 (or unknown size).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> DimshuffleLayer(InputLayer((2, 3, 1)), (1, 'x', 0)).output_shape
     (3, 1, 2)
     """
 
-    def __init__(self, incoming, pattern, **kwargs):
+    def __init__(self, incoming: Incoming, pattern: Sequence[int | str], **kwargs: Any) -> None:
         super().__init__(incoming, **kwargs)
         used_dims = set()
         for p in pattern:
@@ -272,7 +291,14 @@ class PadLayer(Layer):
     (None, 3, 13, 16)
     """
 
-    def __init__(self, incoming, width, val=0, batch_ndim=2, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        width: int | Sequence[int | tuple[int, int]],
+        val: float = 0,
+        batch_ndim: int = 2,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if isinstance(batch_ndim, bool) or not isinstance(batch_ndim, int_types):
             raise TypeError(f"batch_ndim={batch_ndim!r} must be an int; layer name={self.name!r}")
@@ -324,12 +350,16 @@ class SliceLayer(Layer):
     axis : int
         The axis to slice (negative counts from the end).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> SliceLayer(InputLayer((None, 10)), slice(2, 5), axis=1).output_shape
     (None, 3)
     """
 
-    def __init__(self, incoming, indices, axis=-1, **kwargs):
+    def __init__(
+        self, incoming: Incoming, indices: int | slice, axis: int = -1, **kwargs: Any
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.slice = indices
         self.axis = axis

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -26,6 +28,12 @@ from lasagne_bn.ops.layout import broadcast_pattern
 from lasagne_bn.ops.validation import LAYER_AXES_MODES, normalize_axes
 from lasagne_bn.random import get_rng
 from lasagne_bn.utils import as_tuple, floatX, int_types
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from lasagne_bn._typing import Incoming, Nonlinearity, ParamSpec, Shape, TensorLike
 
 __all__ = [
     "BiasLayer",
@@ -61,12 +69,19 @@ class NonlinearityLayer(Layer):
     nonlinearity : callable or None
         ``None`` means the identity.
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> NonlinearityLayer(InputLayer((None, 3))).nonlinearity.__name__
     'rectify'
     """
 
-    def __init__(self, incoming, nonlinearity=nonlinearities.rectify, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        nonlinearity: Nonlinearity = nonlinearities.rectify,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         # Not checked here: Lasagne stored any object (mocks in users' tests)
         # and failed only when calling it.
@@ -99,9 +114,23 @@ class BiasLayer(Layer):
         ``None`` adds nothing.  Not regularizable.
     shared_axes : 'auto', int or tuple of int
         Axes the bias is shared over; ``'auto'`` is all but the second.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> BiasLayer(InputLayer((None, 3, 4, 4))).b.get_value().shape
+    (3,)
+    >>> BiasLayer(InputLayer((None, 3, 4, 4)), shared_axes=0).b.get_value().shape
+    (3, 4, 4)
     """
 
-    def __init__(self, incoming, b=init.Constant(0), shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        b: ParamSpec = init.Constant(0),
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.shared_axes = normalize_shared_axes(shared_axes, len(self.input_shape))
         if b is None:
@@ -126,9 +155,22 @@ class ScaleLayer(Layer):
         Shape: the input shape without ``shared_axes``.  Not regularizable.
     shared_axes : 'auto', int or tuple of int
         Axes the scales are shared over; ``'auto'`` is all but the second.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> l = ScaleLayer(InputLayer((None, 3, 4, 4)))
+    >>> l.scales.get_value().tolist(), l.output_shape
+    ([1.0, 1.0, 1.0], (None, 3, 4, 4))
     """
 
-    def __init__(self, incoming, scales=init.Constant(1), shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        scales: ParamSpec = init.Constant(1),
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self.shared_axes = normalize_shared_axes(shared_axes, len(self.input_shape))
         shape = _unshared_shape(self, "scales")
@@ -138,12 +180,19 @@ class ScaleLayer(Layer):
         return input * self.scales.dimshuffle(*broadcast_pattern(self.shared_axes, input.ndim))
 
 
-def standardize(layer, offset, scale, shared_axes="auto"):
+def standardize(
+    layer: Layer,
+    offset: TensorLike,
+    scale: TensorLike,
+    shared_axes: str | int | Sequence[int] = "auto",
+) -> Layer:
     """Subtract ``offset`` and divide by ``scale`` (fixed, not trainable).
 
     Adds a :class:`BiasLayer` with ``-offset`` and a :class:`ScaleLayer`
     with ``1 / scale``, both without the ``trainable`` tag.
 
+    Examples
+    --------
     >>> import numpy as np
     >>> from lasagne_bn.layers import InputLayer
     >>> l = standardize(InputLayer((None, 2)), np.array([1.0, 2.0]), np.array([2.0, 4.0]))
@@ -170,13 +219,21 @@ class ExpressionLayer(Layer):
         the input shape to the output shape; ``'auto'``: found by applying
         ``function`` to a zero-filled array (unknown sizes as 0).
 
+    Examples
+    --------
     >>> from lasagne_bn.layers import InputLayer
     >>> l = ExpressionLayer(InputLayer((2, 3)), lambda x: x.sum(axis=1), output_shape='auto')
     >>> l.output_shape
     (2,)
     """
 
-    def __init__(self, incoming, function, output_shape=None, **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        function: Callable[[Variable], Variable],
+        output_shape: Shape | str | Callable[[Shape], Shape] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         if not callable(function):
             raise TypeError(f"function={function!r} must be callable")
@@ -221,9 +278,17 @@ class InverseLayer(MergeLayer):
         What to backpropagate (shaped like ``layer``'s output).
     layer : Layer
         The layer to invert.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> encoder = DenseLayer(InputLayer((None, 6)), 2)
+    >>> decoder = InverseLayer(encoder, encoder)
+    >>> decoder.output_shape, decoder.get_params()
+    ((None, 6), [])
     """
 
-    def __init__(self, incoming, layer, **kwargs):
+    def __init__(self, incoming: Incoming, layer: Layer, **kwargs: Any) -> None:
         super().__init__([incoming, layer, layer.input_layer], **kwargs)
 
     def get_output_shape_for(self, input_shapes):
@@ -246,9 +311,24 @@ class ParametricRectifierLayer(Layer):
     shared_axes : 'auto', 'all', int or tuple of int
         Axes the slopes are shared over; ``'auto'`` is all but the second,
         ``'all'`` gives a single slope.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer
+    >>> ParametricRectifierLayer(InputLayer((None, 3, 4, 4))).alpha.get_value().shape
+    (3,)
+    >>> l = ParametricRectifierLayer(InputLayer((None, 3, 4, 4)), shared_axes='all')
+    >>> l.alpha.get_value().tolist()
+    0.25
     """
 
-    def __init__(self, incoming, alpha=init.Constant(0.25), shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        alpha: ParamSpec = init.Constant(0.25),
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         ndim = len(self.input_shape)
         if isinstance(shared_axes, str) and shared_axes == "all":
@@ -268,11 +348,21 @@ class ParametricRectifierLayer(Layer):
         return nonlinearities.LeakyRectify(alpha)(input)
 
 
-def prelu(layer, **kwargs):
+def prelu(layer: Layer, **kwargs: Any) -> Layer:
     """Replace ``layer``'s nonlinearity by a :class:`ParametricRectifierLayer` on top.
 
     ``layer.nonlinearity`` becomes the identity; ``kwargs`` go to the new
     layer.  Returns the new layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer, get_all_layers
+    >>> net = prelu(DenseLayer(InputLayer((None, 4)), 3, name='fc'))
+    >>> [type(l).__name__ for l in get_all_layers(net)]
+    ['InputLayer', 'DenseLayer', 'ParametricRectifierLayer']
+    >>> from lasagne_bn.nonlinearities import identity
+    >>> net.input_layer.nonlinearity is identity
+    True
     """
     nonlinearity = getattr(layer, "nonlinearity", None)
     if nonlinearity is not None:
@@ -306,7 +396,14 @@ class RandomizedRectifierLayer(Layer):
     array([[-0.3,  0. ,  2. ]])
     """
 
-    def __init__(self, incoming, lower=0.3, upper=0.8, shared_axes="auto", **kwargs):
+    def __init__(
+        self,
+        incoming: Incoming,
+        lower: float = 0.3,
+        upper: float = 0.8,
+        shared_axes: str | int | Sequence[int] = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(incoming, **kwargs)
         self._random = _RandomSource(int(get_rng().randint(1, _SEED_HIGH)))
         self.lower = lower
@@ -349,11 +446,18 @@ class RandomizedRectifierLayer(Layer):
         return nonlinearities.LeakyRectify(slopes)(input)
 
 
-def rrelu(layer, **kwargs):
+def rrelu(layer: Layer, **kwargs: Any) -> Layer:
     """Replace ``layer``'s nonlinearity by a :class:`RandomizedRectifierLayer` on top.
 
     ``layer.nonlinearity`` becomes the identity; ``kwargs`` go to the new
     layer.  Returns the new layer.
+
+    Examples
+    --------
+    >>> from lasagne_bn.layers import InputLayer, DenseLayer
+    >>> net = rrelu(DenseLayer(InputLayer((None, 4)), 3))
+    >>> type(net).__name__, net.lower, net.upper, net.get_params()
+    ('RandomizedRectifierLayer', 0.3, 0.8, [])
     """
     nonlinearity = getattr(layer, "nonlinearity", None)
     if nonlinearity is not None:
@@ -514,8 +618,13 @@ class TransformerLayer(MergeLayer):
     """
 
     def __init__(
-        self, incoming, localization_network, downsample_factor=1, border_mode="nearest", **kwargs
-    ):
+        self,
+        incoming: Incoming,
+        localization_network: Layer,
+        downsample_factor: float | Sequence[float] = 1,
+        border_mode: str = "nearest",
+        **kwargs: Any,
+    ) -> None:
         super().__init__([incoming, localization_network], **kwargs)
         self.downsample_factor = as_tuple(downsample_factor, 2)
         self.border_mode = border_mode
@@ -624,14 +733,14 @@ class TPSTransformerLayer(MergeLayer):
 
     def __init__(
         self,
-        incoming,
-        localization_network,
-        downsample_factor=1,
-        control_points=16,
-        precompute_grid="auto",
-        border_mode="nearest",
-        **kwargs,
-    ):
+        incoming: Incoming,
+        localization_network: Layer,
+        downsample_factor: float | Sequence[float] = 1,
+        control_points: int = 16,
+        precompute_grid: bool | str = "auto",
+        border_mode: str = "nearest",
+        **kwargs: Any,
+    ) -> None:
         super().__init__([incoming, localization_network], **kwargs)
         self.border_mode = border_mode
         self.downsample_factor = as_tuple(downsample_factor, 2)

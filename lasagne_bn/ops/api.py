@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
@@ -17,6 +18,9 @@ from lasagne_bn.ops.bn import (
 from lasagne_bn.ops.layout import broadcast_pattern, kept_axes
 from lasagne_bn.ops.moments import Moments
 from lasagne_bn.ops.validation import check_float, normalize_axes
+
+if TYPE_CHECKING:
+    from lasagne_bn._typing import TensorLike
 
 Axes = str | Sequence[int]
 
@@ -66,14 +70,14 @@ def _prepare(inputs, gamma, axes: Axes) -> tuple[Variable, tuple[int, ...], _Lay
 
 
 def batch_normalization_train(
-    inputs,
-    gamma,
-    beta,
+    inputs: TensorLike,
+    gamma: TensorLike,
+    beta: TensorLike,
     axes: Axes = "per-activation",
     epsilon: float | Variable = 1e-4,
     running_average_factor: float | Variable = 0.1,
-    running_mean=None,
-    running_var=None,
+    running_mean: TensorLike | None = None,
+    running_var: TensorLike | None = None,
 ) -> tuple[Variable, ...]:
     """Batch normalization with mini-batch statistics (training mode).
 
@@ -148,11 +152,11 @@ def batch_normalization_train(
 
 
 def batch_normalization_test(
-    inputs,
-    gamma,
-    beta,
-    mean,
-    var,
+    inputs: TensorLike,
+    gamma: TensorLike,
+    beta: TensorLike,
+    mean: TensorLike,
+    var: TensorLike,
     axes: Axes = "per-activation",
     epsilon: float | Variable = 1e-4,
 ) -> Variable:
@@ -193,7 +197,14 @@ def batch_normalization_test(
 BN_MODES = ("low_mem", "high_mem")
 
 
-def batch_normalization(inputs, gamma, beta, mean, std, mode: str = "low_mem") -> Variable:
+def batch_normalization(
+    inputs: TensorLike,
+    gamma: TensorLike,
+    beta: TensorLike,
+    mean: TensorLike,
+    std: TensorLike,
+    mode: str = "low_mem",
+) -> Variable:
     """Normalize with a given mean and standard deviation (no epsilon).
 
     Theano 1.0's ``theano.tensor.nnet.bn.batch_normalization``:
@@ -220,7 +231,7 @@ def batch_normalization(inputs, gamma, beta, mean, std, mode: str = "low_mem") -
     return std_apply_graph(*args, upcast(*(v.type.dtype for v in args)))
 
 
-def moments(x, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
+def moments(x: TensorLike, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
     """Mean and biased variance of ``x`` over ``axes``, computed stably.
 
     The results of :class:`lasagne_bn.ops.moments.Moments`, the statistics

@@ -373,11 +373,19 @@ class BatchNormTrain(BatchNormCOp):
     ``running_average_factor, running_mean, running_var``.
     Outputs: ``out, mean, invstd`` and, with running statistics,
     ``new_running_mean, new_running_var`` (unbiased variance).
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> x, gamma, beta = pt.matrix('x'), pt.row('gamma'), pt.row('beta')
+    >>> out, mean, invstd = BatchNormTrain((0,))(x, gamma, beta, 1e-4)
+    >>> out.type.shape, mean.type.shape, invstd.type.shape
+    ((None, None), (1, None), (1, None))
     """
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, epsilon, *running):
@@ -559,11 +567,21 @@ class BatchNormTrainGrad(BatchNormCOp):
     optionally, ``g_mean, g_var``: gradients that reached the batch mean and
     the biased variance, folded into ``dx`` in the same pass.  It is
     differentiable itself, so second-order gradients work.
+
+    Examples
+    --------
+    >>> import pytensor
+    >>> import pytensor.tensor as pt
+    >>> x, gamma, beta = pt.matrix('x'), pt.row('gamma'), pt.row('beta')
+    >>> out = BatchNormTrain((0,))(x, gamma, beta, 1e-4)[0]
+    >>> dx = pytensor.grad(out.sum(), x)
+    >>> type(dx.owner.op).__name__, dx.type.shape
+    ('BatchNormTrainGrad', (None, None))
     """
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, dy, gamma, mean, invstd, *stat_grads):
@@ -630,11 +648,20 @@ class BatchNormInference(BatchNormCOp):
     """Inference-mode batch normalization with given ``mean`` and ``var``.
 
     Inputs: ``x, gamma, beta, mean, var, epsilon`` (full-layout params).
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> x = pt.tensor4('x')
+    >>> gamma, beta, mean, var = (pt.tensor4(shape=(1, None, 1, 1)) for _ in range(4))
+    >>> out = BatchNormInference((0, 2, 3))(x, gamma, beta, mean, var, 1e-4)
+    >>> out.ndim, out.owner.op.axes
+    (4, (0, 2, 3))
     """
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         self.axes = tuple(int(a) for a in axes)
 
     def make_node(self, x, gamma, beta, mean, var, epsilon):
@@ -680,6 +707,14 @@ class BatchNormApply(BatchNormCOp):
 
     All inputs broadcast against each other, as in Theano's
     ``batch_normalization``.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> x, gamma, beta, mean, std = pt.matrix('x'), pt.row(), pt.row(), pt.row(), pt.row()
+    >>> out = BatchNormApply()(x, gamma, beta, mean, std)
+    >>> out.ndim, out.dtype == x.dtype
+    (2, True)
     """
 
     __props__ = ()

@@ -90,11 +90,18 @@ class Moments(BatchNormCOp):
     mean and variance): ``d mean / dx = 1 / m``,
     ``d var / dx = 2 (x - mean) / m``, ``d shifted_mean / dx = 1 / m``.  It
     is a plain graph, so it is differentiable again.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> mean, var, shift, shifted_mean = Moments((1,))(pt.matrix('x'))
+    >>> [v.type.shape for v in (mean, var, shift, shifted_mean)]
+    [(None, 1), (None, 1), (None, 1), (None, 1)]
     """
 
     __props__ = ("axes",)
 
-    def __init__(self, axes: Sequence[int]):
+    def __init__(self, axes: Sequence[int]) -> None:
         # Checked against the input's ndim in make_node, by the one axes rule;
         # negative axes would need that ndim to mean anything.
         self.axes = tuple(sorted(int(a) for a in axes))
@@ -160,7 +167,7 @@ class Moments(BatchNormCOp):
 def normalize(
     x: Variable,
     stats: Sequence[Variable],
-    epsilon,
+    epsilon: float | Variable,
     gamma: Variable | None = None,
     beta: Variable | None = None,
 ) -> Variable:

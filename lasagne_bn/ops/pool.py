@@ -28,7 +28,7 @@ known when the function runs, e.g. computed from the input's shape).
 :func:`pool_2d` and :func:`pool_3d` are Theano's functions.
 
 >>> import pytensor.tensor as pt
->>> pool_3d(pt.tensor5(), (2, 2, 2), ignore_border=True).owner.op
+>>> print(pool_3d(pt.tensor5(), (2, 2, 2), ignore_border=True).owner.op)
 Pool3d{ws=(2, 2, 2), stride=(2, 2, 2), pad=(0, 0, 0), ignore_border=True, mode='max'}
 """
 
@@ -58,8 +58,18 @@ POOL_MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
 # shapes and parameters
 
 
-def pool_output_length(size, ws, stride, pad, ignore_border):
-    """Theano's pooled length of one axis; ``None`` if ``size`` is unknown."""
+def pool_output_length(
+    size: int | None, ws: int, stride: int, pad: int, ignore_border: bool
+) -> int | None:
+    """Theano's pooled length of one axis; ``None`` if ``size`` is unknown.
+
+    Examples
+    --------
+    >>> pool_output_length(5, 2, 2, 0, True), pool_output_length(5, 2, 2, 0, False)
+    (2, 3)
+    >>> pool_output_length(None, 2, 2, 0, True) is None
+    True
+    """
     if size is None:
         return None
     v = size + 2 * pad

@@ -134,7 +134,15 @@ class RegisteredOnUnpickle:
 
 
 def register_rewrites() -> None:
-    """Register every rewrite of this package now (all groups)."""
+    """Register every rewrite of this package now (all groups).
+
+    Examples
+    --------
+    >>> from lasagne_bn.ops.rewrites import GROUPS, registered
+    >>> register_rewrites()
+    >>> registered() >= set(GROUPS)
+    True
+    """
     ensure_registered(*GROUPS)
 
 

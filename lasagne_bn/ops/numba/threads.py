@@ -444,7 +444,17 @@ def set_kernel_threads(threads: int | str | None = "auto") -> int | str:
 
 
 def get_kernel_threads() -> int | str:
-    """The current setting: a fixed thread count, or ``'auto'``."""
+    """The current setting: a fixed thread count, or ``'auto'``.
+
+    Examples
+    --------
+    >>> from lasagne_bn.ops import set_kernel_threads
+    >>> previous = set_kernel_threads(2)
+    >>> get_kernel_threads()
+    2
+    >>> set_kernel_threads(previous)
+    2
+    """
     return _STATE[_SETTING] or "auto"
 
 
@@ -455,6 +465,8 @@ def kernel_threads(work: int, kind: str = "batch_norm") -> int:
     window reads (output elements times window size) for ``'pool'``,
     output elements (all outputs) for ``'elemwise'``.
 
+    Examples
+    --------
     >>> kernel_threads(64, "pool")
     1
     """
