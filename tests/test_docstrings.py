@@ -61,7 +61,7 @@ MODULES = [
     "lasagne_bn_compat.theano.tensor.nlinalg",
     "lasagne_bn_compat.theano.tensor.slinalg",
     "lasagne_bn_compat.theano.tensor.subtensor",
-    "lasagne_bn.ops.moments",
+    "lasagne_bn.ops.statistics",
     "lasagne_bn.ops.rewrites",
     "lasagne_bn.ops.numba.float16",
     "lasagne_bn.ops.bn",

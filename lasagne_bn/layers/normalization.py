@@ -54,7 +54,7 @@ from lasagne_bn.ops import (
 )
 from lasagne_bn.ops.bn import running_average_update, symbolic_m
 from lasagne_bn.ops.layout import broadcast_pattern
-from lasagne_bn.ops.moments import Moments, normalize
+from lasagne_bn.ops.statistics import Moments, normalize
 from lasagne_bn.ops.validation import (
     ALPHA,
     D_MAX,

@@ -41,10 +41,10 @@ from lasagne_bn.ops.bn import (
     BatchNormTrainGrad,
 )
 from lasagne_bn.ops.host_memory import recycle_host_memory
-from lasagne_bn.ops.moments import Moments, normalize
 from lasagne_bn.ops.numba.float16 import enable_numba_float16
 from lasagne_bn.ops.numba.threads import get_kernel_threads, kernel_threads, set_kernel_threads
 from lasagne_bn.ops.rewrites import register_rewrites
+from lasagne_bn.ops.statistics import Moments, normalize
 
 __all__ = [
     "BatchNormApply",

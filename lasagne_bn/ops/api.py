@@ -16,7 +16,7 @@ from lasagne_bn.ops.bn import (
     std_apply_graph,
 )
 from lasagne_bn.ops.layout import broadcast_pattern, kept_axes
-from lasagne_bn.ops.moments import Moments
+from lasagne_bn.ops.statistics import Moments
 from lasagne_bn.ops.validation import check_float, normalize_axes
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def batch_normalization(
 def moments(x: TensorLike, axes: Axes, keepdims: bool = False) -> tuple[Variable, Variable]:
     """Mean and biased variance of ``x`` over ``axes``, computed stably.
 
-    The results of :class:`lasagne_bn.ops.moments.Moments`, the statistics
+    The results of :class:`lasagne_bn.ops.statistics.Moments`, the statistics
     core batch norm shares: sums of ``x`` shifted by each statistic's first
     sample, accumulated in float64 (float32 or wider under JAX), never
     ``E[x**2] - E[x]**2`` on raw data.  float16 input gives float32

@@ -64,7 +64,7 @@ class RegisterJaxKernels(GraphRewriter):
         importlib.import_module("lasagne_bn.ops.jax.bn")
         importlib.import_module("lasagne_bn.ops.jax.conv")
         importlib.import_module("lasagne_bn.ops.jax.matmul")
-        importlib.import_module("lasagne_bn.ops.jax.moments")
+        importlib.import_module("lasagne_bn.ops.jax.statistics")
         importlib.import_module("lasagne_bn.ops.jax.pool")
 
 

@@ -12,7 +12,7 @@ from compile_modes import MODE_NAMES, mode_for
 from pytensor.gradient import verify_grad
 
 from lasagne_bn.ops import Moments, batch_normalization_train, moments, normalize
-from lasagne_bn.ops.moments import np_moments
+from lasagne_bn.ops.statistics import np_moments
 
 SHAPE = (4, 6, 3, 5)
 GROUPS = 2

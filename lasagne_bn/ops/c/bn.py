@@ -1,7 +1,7 @@
 """C implementations of the batch-norm Ops (modes ``C`` and ``CVM``).
 
 The Ops in :mod:`lasagne_bn.ops.bn` delegate their ``c_code`` here, and so
-does :class:`~lasagne_bn.ops.moments.Moments`, whose C code is the
+does :class:`~lasagne_bn.ops.statistics.Moments`, whose C code is the
 statistics pass of ``BatchNormTrain`` (``lbn_moments``).  The
 numerics are those of the Numba kernels (:mod:`lasagne_bn.ops.numba.bn_kernels`):
 
@@ -972,7 +972,7 @@ def inference_code(op, node, name: str, inputs: list[str], outputs: list[str], s
 
 
 def moments_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: dict) -> str:
-    """``Moments.c_code`` (:mod:`lasagne_bn.ops.moments`): the statistics of ``train_code``."""
+    """``Moments.c_code`` (:mod:`lasagne_bn.ops.statistics`): the statistics of ``train_code``."""
     x_t = node.inputs[0].type
     _dtype_code(x_t.dtype)
     st_num = _dtype_code(node.outputs[0].type.dtype)

@@ -1,7 +1,7 @@
 """The default backend: Numba kernels and their PyTensor registrations.
 
 One module per Op family registers its Ops with PyTensor's Numba dispatch
-(``bn``, ``conv``, ``pool``, ``moments``, ``matmul``); the kernels they call
+(``bn``, ``conv``, ``pool``, ``statistics``, ``matmul``); the kernels they call
 live in the matching ``*_kernels`` modules (``matmul``: the convolution
 kernels' GEMM engine) and are compiled the first time a node needs them.
 Shared plumbing: :mod:`.jit` (the kernels' ``njit``: no copy compiled per
@@ -15,4 +15,4 @@ Importing this package registers the Ops and changes nothing else in the
 process (no kernel is compiled, no global Numba state is touched).
 """
 
-from lasagne_bn.ops.numba import bn, conv, matmul, moments, pool  # noqa: F401  (registrations)
+from lasagne_bn.ops.numba import bn, conv, matmul, pool, statistics  # noqa: F401  (registrations)

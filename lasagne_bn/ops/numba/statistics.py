@@ -1,4 +1,4 @@
-"""Numba registration of :class:`lasagne_bn.ops.moments.Moments` (the default backend).
+"""Numba registration of :class:`lasagne_bn.ops.statistics.Moments` (the default backend).
 
 The generated wrapper views the input as ``(outer, channels, inner)`` like
 the batch-norm wrappers of :mod:`lasagne_bn.ops.numba.bn` and calls the
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
 
-from lasagne_bn.ops.moments import Moments
 from lasagne_bn.ops.numba._codegen import node_key, source_version
 from lasagne_bn.ops.numba.bn import (
     KERNEL_VERSION,
@@ -24,6 +23,7 @@ from lasagne_bn.ops.numba.bn import (
     _stat_shape_expr,
     _views,
 )
+from lasagne_bn.ops.statistics import Moments
 
 _VERSION = KERNEL_VERSION + source_version(Path(__file__))
 

@@ -11,10 +11,10 @@ than copy it:
 - NumPy ``perform``: :func:`lasagne_bn.ops.bn.shifted_moments`;
 - Numba: :func:`lasagne_bn.ops.numba.bn_kernels.channel_moments`, the
   statistics pass of the batch-norm training kernel
-  (:mod:`lasagne_bn.ops.numba.moments` registers it);
+  (:mod:`lasagne_bn.ops.numba.statistics` registers it);
 - C (``CVM``, ``C``): ``lbn_moments``, the statistics pass of the batch-norm
   training C code (:func:`lasagne_bn.ops.c.bn.moments_code`);
-- JAX: :func:`lasagne_bn.ops.jax.bn.shifted_moments` (:mod:`lasagne_bn.ops.jax.moments`).
+- JAX: :func:`lasagne_bn.ops.jax.bn.shifted_moments` (:mod:`lasagne_bn.ops.jax.statistics`).
 
 Besides ``mean`` and ``var`` the Op returns the ``shift`` and the
 ``shifted_mean`` (``mean == shift + shifted_mean``): :func:`normalize`
@@ -29,7 +29,7 @@ fused kernels compute the same formula in one pass, as
 ``(x - shift) * scale + (beta - shifted_mean * scale)``.
 
 >>> import numpy as np, pytensor.tensor as pt
->>> from lasagne_bn.ops.moments import Moments
+>>> from lasagne_bn.ops.statistics import Moments
 >>> x = pt.as_tensor(np.array([[1e6 + 1.0, 3.0], [1e6 - 1.0, 5.0]], dtype="float32"))
 >>> mean, var, shift, shifted_mean = Moments((0,))(x)
 >>> mean.eval(), var.eval()
@@ -185,7 +185,7 @@ def normalize(
     Examples
     --------
     >>> import numpy as np, pytensor.tensor as pt
-    >>> from lasagne_bn.ops.moments import Moments, normalize
+    >>> from lasagne_bn.ops.statistics import Moments, normalize
     >>> x = pt.as_tensor(np.array([[1.0, 3.0, 5.0]]))
     >>> normalize(x, Moments((1,))(x), epsilon=0.0).eval().round(4)
     array([[-1.2247,  0.    ,  1.2247]])

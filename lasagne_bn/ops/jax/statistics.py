@@ -1,4 +1,4 @@
-"""JAX registration of :class:`lasagne_bn.ops.moments.Moments`.
+"""JAX registration of :class:`lasagne_bn.ops.statistics.Moments`.
 
 The statistics are :func:`lasagne_bn.ops.jax.bn.shifted_moments`, the same
 shifted, multi-output reduction the batch-norm training kernel uses
@@ -13,7 +13,7 @@ from pytensor.link.jax.dispatch import jax_funcify
 
 from lasagne_bn.ops.jax.bn import shifted_moments
 from lasagne_bn.ops.layout import reduced_size
-from lasagne_bn.ops.moments import Moments
+from lasagne_bn.ops.statistics import Moments
 
 
 @jax_funcify.register(Moments)
