@@ -199,6 +199,16 @@ def _safe_scalar(dtype, data=None):
     return _scalar(dtype, data)
 
 
+def _canonical_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype NumPy itself makes for ``dtype``'s description (a pickle's state can
+    set flags no description gives)."""
+    if dtype.subdtype is not None:
+        return np.dtype(dtype.subdtype)
+    if dtype.fields is not None:
+        return np.dtype(dtype.descr, align=dtype.isalignedstruct)
+    return np.dtype(dtype.str)
+
+
 def _safe_frombuffer(buffer, dtype, shape, order):
     if not isinstance(dtype, np.dtype) or dtype.hasobject:
         raise UnsafePickleError(f"numpy's _frombuffer was given the dtype {dtype!r}")
@@ -280,7 +290,7 @@ _SAFE: dict[str, object] = {
     "copyreg._reconstructor": _safe_reconstructor,
     "copyreg.__newobj__": _safe_newobj,
     "numpy.ndarray": np.ndarray,
-    "numpy.dtype": np.dtype,
+    "numpy.dtype": np.dtype,  # SafeUnpickler makes each one a copy and checks its state
     "theano.sandbox.cuda.type.CudaNdarray_unpickler": _gpu_unpickler(
         "theano.sandbox.cuda.type.CudaNdarray_unpickler"
     ),
@@ -363,12 +373,49 @@ class SafeUnpickler(pickle.Unpickler):
         super().__init__(file, encoding="latin1")
         self._classes = dict(classes or {})
         self._roots = tuple(stand_in_roots)
+        self._dtypes: list[np.dtype] = []
+
+    def _dtype(self, obj, align=False, copy=True):
+        # Always a copy: a pickle's BUILD then sets the state of a dtype of its
+        # own, never of NumPy's shared float32 (which copy=False returns).
+        dtype = np.dtype(obj, bool(align), True)
+        self._dtypes.append(dtype)
+        return dtype
+
+    def load(self):
+        """Unpickle, then refuse a dtype whose pickled state disagrees with its description.
+
+        A crafted state can flag a float32 dtype as holding objects; NumPy then
+        fails while freeing its arrays.  Such a dtype gets NumPy's own state back
+        before anything is freed, and the load is refused.
+        """
+        try:
+            return super().load()
+        finally:
+            crafted = []
+            for dtype in self._dtypes:
+                try:
+                    canonical = _canonical_dtype(dtype)
+                except (TypeError, ValueError):  # no description NumPy takes back
+                    crafted.append(dtype)
+                    continue
+                if dtype.flags != canonical.flags:
+                    crafted.append(dtype)
+                    dtype.__setstate__(canonical.__reduce__()[2])
+            self._dtypes.clear()
+            if crafted:
+                raise UnsafePickleError(
+                    f"the pickle sets the state of a numpy dtype ({crafted[0]}) to flags "
+                    "NumPy never gives it; refused"
+                )
 
     def find_class(self, module: str, name: str):
         module, name = _python3_name(module, name)
         path = f"{module}.{name}"
         if path in self._classes:
             return self._classes[path]
+        if path == "numpy.dtype":
+            return self._dtype
         if path in _SAFE:
             return _SAFE[path]
         if module.partition(".")[0] in self._roots:

@@ -612,3 +612,52 @@ def test_lasagne_pickle_with_local_and_embedding_layers():
     out, eout = f(expected["pickle/x"], expected["pickle/ids"])
     np.testing.assert_allclose(out, expected["pickle/out"], rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(eout, expected["pickle/eout"])
+
+
+def _with_dtype_flags(array: np.ndarray, flags: int, copy: bool = True) -> bytes:
+    """A protocol-2 pickle of a float32 ``array`` whose dtype's state sets ``flags``."""
+    data = pickle.dumps(array, protocol=2)
+    # the state's end: elsize -1, alignment -1, flags 0, then TUPLE
+    end = b"J\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"
+    assert data.count(end) == 1 and data.count(b"\x89\x88") == 1
+    data = data.replace(end, end[:-3] + bytes([ord("K"), flags]) + b"t")
+    if not copy:  # (str, False, False) asks NumPy for its own shared float32
+        data = data.replace(b"\x89\x88", b"\x89\x89")
+    return data
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_dtype_state_numpy_never_makes_is_refused_and_freed_cleanly(copy, capfd):
+    """A float32 dtype flagged as holding objects (found by the fuzz campaign)."""
+    from lasagne_bn_compat._pickle import safe_loads
+
+    array = np.arange(6, dtype=np.float32)
+    crafted = _with_dtype_flags(array, 1, copy)  # 1: NPY_ITEM_HASOBJECT
+    with pytest.raises(UnsafePickleError, match=r"dtype \(float32\).*never gives it"):
+        safe_loads(crafted)
+    import gc
+
+    gc.collect()
+    # NumPy's shared float32 is untouched, and freeing printed nothing
+    assert np.dtype(np.float32).flags == 0 and not np.dtype(np.float32).hasobject
+    assert "get_clear_loop" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.zeros(3, dtype=[("x", "f4"), ("y", "i8")]),
+        np.zeros(2, dtype=np.dtype([("a", "f4"), ("b", "f8")], align=True)),
+        np.zeros(2, dtype=("f4", (2,))),
+        np.array(["ab", "c"]),
+    ],
+    ids=["float32", "structured", "aligned", "subarray", "unicode"],
+)
+def test_dtypes_numpy_pickled_load_as_they_were(array):
+    from lasagne_bn_compat._pickle import safe_loads
+
+    for protocol in (0, 2, 4):
+        back = safe_loads(pickle.dumps(array, protocol=protocol))
+        assert back.dtype == array.dtype and back.dtype.flags == array.dtype.flags
+        np.testing.assert_array_equal(back, array)
