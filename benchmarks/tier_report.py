@@ -7,11 +7,12 @@ comparison to ``benchmarks/results/test_tiers.json`` and a short table beside it
     python benchmarks/tier_report.py --ids-before B.txt --cov-before B.json \\
         --ids-full F.txt --ids-default D.txt --cov-after A.json
 
-``--ids-*`` files hold one node id a line (``pytest --collect-only -q``).  Every
-node id of the earlier run must be in the full tier; coverage is compared per
-source file, with ``compat/`` of older runs read as ``lasagne_bn_compat/`` (the
-package's name since wave 3).  Exits 1 when a node id is missing or a file's
-coverage dropped.
+``@benchmarks/results/tier_report_args.txt`` adds the renames and the removals
+on purpose recorded so far (one argument a line).  ``--ids-*`` files hold one
+node id a line (``pytest --collect-only -q``).  Every node id of the earlier
+run must be in the full tier; coverage is compared per source file, with
+``compat/`` of older runs read as ``lasagne_bn_compat/`` (the package's name
+since wave 3).  Exits 1 when a node id is missing or a file's coverage dropped.
 """
 
 from __future__ import annotations
@@ -46,14 +47,20 @@ def percent(covered: int, statements: int) -> float:
 
 def compare(args: argparse.Namespace) -> dict:
     before, full = read_ids(args.ids_before), read_ids(args.ids_full)
+    renames = dict(r.split("=", 1) for r in args.rename)
+    gone = dict(g.split("=", 1) for g in args.gone)
+    for old, new in renames.items():  # a module renamed since: its tests' ids say so
+        before = {i.replace(old, new) for i in before}
     default = read_ids(args.ids_default) if args.ids_default else set()
     report: dict = {
         "node_ids": {
             "before": len(before),
             "full_tier": len(full),
             "default_tier": len(default),
-            "missing_from_full_tier": sorted(before - full),
+            "missing_from_full_tier": sorted(before - full - set(gone)),
+            "gone_on_purpose": {i: why for i, why in gone.items() if i in before - full},
             "new": len(full - before),
+            "renamed": renames,
         }
     }
     if args.cov_before and args.cov_after:
@@ -93,6 +100,15 @@ def table(report: dict) -> str:
         f"| before, missing from the full tier | {len(ids['missing_from_full_tier'])} |",
         f"| new since | {ids['new']} |",
     ]
+    if ids.get("renamed"):
+        lines += ["", "Renamed since (read so in the earlier ids):"]
+        lines += [f"- `{old}` -> `{new}`" for old, new in ids["renamed"].items()]
+    if ids.get("gone_on_purpose"):
+        lines += ["", "Removed on purpose:"]
+        lines += [f"- `{i}`: {why}" for i, why in ids["gone_on_purpose"].items()]
+    missing = ids["missing_from_full_tier"]
+    if missing:
+        lines += ["", "Missing from the full tier:"] + [f"- `{m}`" for m in missing]
     if "coverage" in report:
         t = report["coverage"]["totals"]
         lines += [
@@ -112,10 +128,26 @@ def table(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], fromfile_prefix_chars="@"
+    )
     parser.add_argument("--ids-before", type=Path, required=True)
     parser.add_argument("--ids-full", type=Path, required=True)
     parser.add_argument("--ids-default", type=Path)
+    parser.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="read OLD as NEW in the earlier node ids (a module renamed since); repeatable",
+    )
+    parser.add_argument(
+        "--gone",
+        action="append",
+        default=[],
+        metavar="ID=WHY",
+        help="an earlier node id removed on purpose, and why (listed, not counted missing)",
+    )
     parser.add_argument("--cov-before", type=Path)
     parser.add_argument("--cov-after", type=Path)
     parser.add_argument("--out", type=Path, default=RESULTS / "test_tiers.json")
