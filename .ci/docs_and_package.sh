@@ -28,7 +28,11 @@ step "docs: the built pages render in headless Chromium"
 if ! command -v chromium >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-chrome=(chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=5000)
+# A fresh profile, and no background connections: this machine's network is
+# closed, and Chromium would keep trying its own services.
+chrome=(chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=5000
+    --no-first-run --disable-background-networking --disable-component-update
+    --disable-sync --disable-quic "--user-data-dir=$work/chromium-profile")
 "${chrome[@]}" --dump-dom "file://$work/html/index.html" >"$work/index.dom" 2>/dev/null
 "${chrome[@]}" --dump-dom "file://$work/html/api.html" >"$work/api.dom" 2>/dev/null
 # The plot's natural width is set by the browser only once the PNG decoded.
