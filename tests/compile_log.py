@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -61,16 +62,15 @@ def _install_c() -> None:
 
     def module_from_key(self, key, lnk=None):
         start = time.perf_counter()
-        n_before = (
-            len(self.module_hash_to_key_data) if hasattr(self, "module_hash_to_key_data") else -1
-        )
         try:
             return original(self, key, lnk)
         finally:
             seconds = time.perf_counter() - start
             if seconds > 0.2:  # a compilation, not a cache hit
-                what = type(lnk.fgraph.outputs[0].owner.op).__name__ if lnk is not None else "?"
-                _write("c", f"{what} (modules before: {n_before})", seconds)
+                op = type(lnk.fgraph.outputs[0].owner.op).__name__ if lnk is not None else "?"
+                # the module's cache key tells one module from another across workers
+                digest = sha256(repr(key).encode()).hexdigest()[:12]
+                _write("c", f"{op}(key {digest})", seconds)
 
     cmodule.ModuleCache.module_from_key = module_from_key
 
