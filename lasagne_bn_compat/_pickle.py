@@ -205,7 +205,19 @@ def _canonical_dtype(dtype: np.dtype) -> np.dtype:
     if dtype.subdtype is not None:
         return np.dtype(dtype.subdtype)
     if dtype.fields is not None:
-        return np.dtype(dtype.descr, align=dtype.isalignedstruct)
+        # Names, offsets and itemsize as they are: ``descr`` would turn an
+        # aligned struct's padding into fields, a different dtype in some NumPys.
+        fields = [dtype.fields[name] for name in dtype.names]
+        spec = {
+            "names": list(dtype.names),
+            "formats": [_canonical_dtype(field[0]) for field in fields],
+            "offsets": [field[1] for field in fields],
+            "itemsize": dtype.itemsize,
+            "aligned": dtype.isalignedstruct,
+        }
+        if any(len(field) > 2 for field in fields):
+            spec["titles"] = [field[2] if len(field) > 2 else None for field in fields]
+        return np.dtype(spec)
     return np.dtype(dtype.str)
 
 

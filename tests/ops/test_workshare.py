@@ -123,16 +123,24 @@ def test_concurrent_callers_get_their_own_results():
 
 @needs_helpers
 def test_idle_helpers_sleep():
-    """Between jobs the helpers wait in the kernel: the process uses no CPU while it sleeps."""
+    """Between jobs the helpers wait in the kernel: the process uses no CPU while it sleeps.
+
+    A helper that spun would burn a core's worth of each window (half of one
+    even on a loaded machine); other threads of the process (a garbage
+    collector, a library's pool winding down) take a little now and then, so
+    the quietest of three windows is what is judged.
+    """
     x3, _, (v0, v1, v2, _) = _operands((64, 4096, 1), "float32")
     out = np.empty_like(x3)
     for _ in range(20):
         nk._shared(nk._AFFINE, x3, x3, out, v0, v1, v2, v2, False, 2)
     time.sleep(0.05)
-    cpu, wall = time.process_time(), time.monotonic()
-    time.sleep(0.5)
-    used = time.process_time() - cpu
-    assert used < 0.05 * (time.monotonic() - wall), f"{used:.3f} s of CPU while idle"
+    shares = []
+    for _ in range(3):
+        cpu, wall = time.process_time(), time.monotonic()
+        time.sleep(0.3)
+        shares.append((time.process_time() - cpu) / (time.monotonic() - wall))
+    assert min(shares) < 0.2, f"CPU share of the process while idle: {shares}"
 
 
 @needs_helpers
