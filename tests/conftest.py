@@ -14,14 +14,27 @@ python linker, behind other rewrites, and mode ``C`` compiles the same C code as
 C VM (``CVM``).  A variant in one of those modes waits for the full tier when the
 same test with the same other parameters runs in the mode it repeats; otherwise
 (a case that only mode ``C`` runs, say) it stays in the default tier.
+
+In the default tier a test that names no mode compiles in ``FAST_COMPILE``: the
+NumPy ``perform`` of every Op (ours calling the same Numba kernels), nothing
+compiled per graph.  Most of a cold run was Numba compiling each such test's
+graph as a whole, for tests whose subject is a layer's or a function's
+behaviour, not a backend.  The numerics of every backend are the tests that
+name their mode (``tests/compile_modes.py``; its ``DEFAULT_MODE`` is the real
+default), and a test about the default mode itself is marked
+``default_mode``.  The full tier runs every test in PyTensor's default mode.
 """
 
 from __future__ import annotations
 
 import os
 
+import compile_modes  # noqa: F401 - takes the real default mode before any test changes it
 import pytensor
 import pytest
+
+# What a test that names no mode compiles in, in the default tier.
+_QUICK_MODE = "FAST_COMPILE"
 
 # The parameter values that select a repeating mode, as the tests spell them
 # (tests/compile_modes.py: MODE_NAMES strings, LAYER_MODES values and ids).
@@ -85,12 +98,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _default_mode_unchanged():
+def _default_mode_unchanged(request: pytest.FixtureRequest):
+    """The default tier's mode for a test that names none (module docstring), and
+    no test leaves the default mode changed."""
     # A ``compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
     # ran every later default-mode test in FAST_COMPILE, silently.
+    previous = pytensor.config.mode
+    quick = (
+        not request.config.getoption("--full")
+        and request.node.get_closest_marker("default_mode") is None
+    )
+    if quick:
+        pytensor.config.mode = _QUICK_MODE
     mode = pytensor.config.mode
     yield
-    if pytensor.config.mode != mode:
-        changed = pytensor.config.mode
-        pytensor.config.mode = mode
+    changed = pytensor.config.mode
+    pytensor.config.mode = previous
+    if changed != mode:
         pytest.fail(f"the test left pytensor.config.mode={changed!r} (was {mode!r})")

@@ -97,6 +97,7 @@ def test_rule_matches_numpy(rule):
     np.testing.assert_allclose(w.get_value(), np_steps(rule, W0, **kwargs), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.default_mode
 def test_rules_run_in_the_default_mode_and_keep_float32():
     w = portable_shared(W0.astype("float32"), name="w", shape=W0.shape)
     loss = pt.sum(pt.as_tensor(C.astype("float32")) * w**2)

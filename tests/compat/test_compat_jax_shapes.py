@@ -52,6 +52,7 @@ def discriminator_step(mode):
     return losses, [v.get_value() for v in layers.get_all_params(net)]
 
 
+@pytest.mark.default_mode
 def test_conditional_dcgan_discriminator_steps_under_jax_as_in_the_default_mode():
     losses_jax, params_jax = discriminator_step("JAX")
     losses, params = discriminator_step(None)

@@ -7,6 +7,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from compile_modes import DEFAULT_MODE
 from pytensor.compile.mode import Mode
 
 from lasagne_bn import objectives, updates
@@ -59,6 +60,7 @@ X = DATA.randn(16, 6)
 Y = DATA.randint(0, 3, 16).astype("int32")
 
 
+@pytest.mark.default_mode
 @pytest.mark.slow
 def test_train_under_jax_then_evaluate_under_numba_and_fast_compile():
     l_in, net = _mlp("inv_std", p=0.2)
@@ -160,7 +162,7 @@ def test_objective_runs_under_mode_c():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", [None, "JAX"], ids=["numba", "jax"])
+@pytest.mark.parametrize("mode", [DEFAULT_MODE, "JAX"], ids=["numba", "jax"])
 def test_bn_mlp_learns_digits(mode):
     datasets = pytest.importorskip("sklearn.datasets")
     digits = datasets.load_digits()

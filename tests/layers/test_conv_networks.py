@@ -13,6 +13,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from compile_modes import DEFAULT_MODE
 
 from lasagne_bn import objectives, updates
 from lasagne_bn.layers import (
@@ -34,7 +35,7 @@ from lasagne_bn.layers import (
 from lasagne_bn.nonlinearities import rectify, sigmoid, softmax
 from lasagne_bn.random import get_rng, set_rng
 
-MODES = [pytest.param(None, id="default"), pytest.param("JAX", id="jax")]
+MODES = [pytest.param(DEFAULT_MODE, id="default"), pytest.param("JAX", id="jax")]
 
 
 @pytest.fixture
@@ -148,6 +149,7 @@ def test_dcgan_generator_with_batch_norm_trains(mode, seeded_init):
     assert sample(z).shape == (12, 1, 16, 16)
 
 
+@pytest.mark.default_mode
 def test_conv_net_trains_alternately_under_jax_and_numba(seeded_init):
     """One set of shared parameters, updated by JAX and Numba functions in turn."""
     l_in = InputLayer((None, 2, 8, 8))

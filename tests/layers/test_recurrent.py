@@ -226,6 +226,7 @@ def test_param_values_round_trip_in_lasagne_order():
         np.testing.assert_array_equal(v, ORACLE[f"lstm_param_{i}"])
 
 
+@pytest.mark.default_mode
 @pytest.mark.slow
 def test_training_steps_reduce_the_loss_in_the_default_mode():
     layer, inputs, values, _, _ = build("lstm_clip")

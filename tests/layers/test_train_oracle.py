@@ -16,7 +16,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from compile_modes import mode_params
+from compile_modes import DEFAULT_MODE, mode_params
 
 from lasagne_bn import nonlinearities as nl
 from lasagne_bn import objectives, updates
@@ -97,7 +97,7 @@ def test_gan_two_passes_through_batch_norm_match_legacy(mode):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", [None, "JAX"], ids=["numba", "jax"])
+@pytest.mark.parametrize("mode", [DEFAULT_MODE, "JAX"], ids=["numba", "jax"])
 def test_conv_transposed_conv_batch_norm_adam_steps_match_legacy(mode):
     net = InputLayer((None, 2, 6, 6))
     net = batch_norm(Conv2DLayer(net, 4, 3, pad=1, nonlinearity=nl.rectify))

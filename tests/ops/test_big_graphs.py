@@ -39,6 +39,9 @@ from lasagne_bn.ops.numba import linker as numba_linker
 from lasagne_bn.ops.numba.linker import NumbaNodeLinker
 from lasagne_bn.random import get_rng, set_rng
 
+# About PyTensor's default (Numba) mode itself: the default tier keeps it there.
+pytestmark = pytest.mark.default_mode
+
 
 @pytest.fixture
 def seeded_init():

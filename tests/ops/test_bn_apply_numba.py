@@ -17,6 +17,9 @@ from pytensor.compile.mode import Mode
 
 from lasagne_bn.ops import batch_normalization
 
+# About PyTensor's default (Numba) mode itself: the default tier keeps it there.
+pytestmark = pytest.mark.default_mode
+
 LAYOUTS = [
     ((4, 5, 3, 6), (1, 5, 1, 1)),  # conv channels: the loop
     ((7, 9), (1, 9)),  # per-activation: the loop

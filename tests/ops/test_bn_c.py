@@ -397,6 +397,7 @@ def test_c_helpers_are_shared_and_survive_fork():
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
+@pytest.mark.default_mode
 def test_large_outputs_stream_with_the_default_modes_bits():
     """From 16 MiB the C affine pass streams its stores, as the default mode's: same bits."""
     from lasagne_bn.ops import batch_normalization_test

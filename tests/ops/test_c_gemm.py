@@ -34,6 +34,7 @@ def test_plain_mode_c_is_unchanged_without_the_tag():
     assert not any(isinstance(n.op, ScipyDot22) for n in f.maker.fgraph.apply_nodes)
 
 
+@pytest.mark.default_mode
 @pytest.mark.slow
 def test_demo_network_trains_in_mode_c_as_in_the_default_mode():
     """conv, batch norm, pooling, dense and softmax: one C module."""

@@ -319,6 +319,7 @@ def test_second_order_gradients(xs, ws, kw):
     verify_grad(grad_norm, [x, w], rng=rng, mode=mode_for("py"))
 
 
+@pytest.mark.default_mode
 def test_second_order_gradient_runs_in_default_mode():
     x, w = pt.tensor4(), pt.tensor4()
     y = conv2d(x, w, border_mode="half", subsample=(2, 2))

@@ -138,6 +138,7 @@ def _cnn():
     return net, params
 
 
+@pytest.mark.default_mode
 @pytest.mark.slow
 def test_small_cnn_trains_a_step_in_mode_c_as_in_the_default_mode():
     from lasagne_bn import layers, updates

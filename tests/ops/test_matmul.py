@@ -114,6 +114,7 @@ def _dense_bn():
     return [x, w, g, beta], [cost, *pytensor.grad(cost, [x, w])]
 
 
+@pytest.mark.default_mode
 def test_rewrite_replaces_dot_beside_our_kernels():
     inputs, outputs = _dense_bn()
     f = pytensor.function(inputs, outputs)
@@ -126,6 +127,7 @@ def test_rewrite_replaces_dot_beside_our_kernels():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.default_mode
 def test_rewrite_leaves_other_graphs_and_modes_alone():
     MatMul()  # the rewrite is registered
     x, w = pt.matrix("x"), pt.matrix("w")

@@ -23,6 +23,9 @@ from lasagne_bn.ops.numba import bn_kernels as nk
 from lasagne_bn.ops.numba import threads as nt
 from lasagne_bn.ops.pool import pool_2d
 
+# About PyTensor's default (Numba) mode itself: the default tier keeps it there.
+pytestmark = pytest.mark.default_mode
+
 BIG = 1 << 30
 
 

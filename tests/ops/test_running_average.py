@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numba
 import numpy as np
 import pytensor.tensor as pt
+import pytest
 
 from lasagne_bn.ops.bn import running_average_update
 
@@ -21,6 +22,7 @@ def test_formula():
     np.testing.assert_array_equal(running_average_update(AVG, NEW, 1.0), NEW)
 
 
+@pytest.mark.default_mode
 def test_same_numbers_in_numpy_pytensor_jax_and_numba():
     expected = running_average_update(AVG, NEW, 0.1)
 

@@ -24,6 +24,9 @@ from lasagne_bn.ops import batch_normalization_test
 from lasagne_bn.ops.numba import bn_kernels as nk
 from lasagne_bn.ops.numba import workshare
 
+# About PyTensor's default (Numba) mode itself: the default tier keeps it there.
+pytestmark = pytest.mark.default_mode
+
 HELPERS = workshare.ensure_helpers()
 needs_helpers = pytest.mark.skipif(
     HELPERS == 0, reason="no helper thread here (one CPU, or not Linux): nothing is shared"
