@@ -336,19 +336,24 @@ FILE_TESTS = [
 ]
 
 
-@pytest.mark.slow  # the file tests again, in a fresh interpreter (minutes)
-def test_the_file_tests_pass_under_a_1_5_gib_address_space_limit(tmp_path):
-    """``ulimit -v 1572864`` for all of them, in one child.
+@pytest.mark.slow  # the file tests again, in fresh interpreters (minutes)
+@pytest.mark.parametrize("test_file", FILE_TESTS)
+def test_the_file_tests_pass_under_a_1_5_gib_address_space_limit(test_file, tmp_path):
+    """``ulimit -v 1572864`` for each file of them, in a child of its own.
 
-    Deselected: the JAX compile of one network-pickle test, whose XLA
-    compiler aborts the whole process once numba, torch and jax together
-    hold most of the 1.5 GiB (reading is not what it tests).
+    One child per file, as a user's process holds one job: in one child for
+    all of them, the interchange tests' PyTorch (about 0.5 GiB of address
+    space) and the LLVM modules of every kernel the others compiled on an
+    empty cache added up past the limit, so the result depended on the
+    order the caches were filled in.  Deselected: the JAX compile of one
+    network-pickle test, whose XLA compiler aborts the whole process once
+    numba, torch and jax together hold most of the 1.5 GiB (reading is not
+    what it tests).
     """
     # --full: the child runs what it is given, slow or not (the tiers are the parent's).
     args = ["-n", "0", "-q", "-p", "no:cacheprovider", "--full", "-k", "not jax"]
-    files = [str(ROOT / f) for f in FILE_TESTS]
     child = run_limited(
-        f"import sys, pytest\nsys.exit(pytest.main({[*args, *files]!r}))\n",
+        f"import sys, pytest\nsys.exit(pytest.main({[*args, str(ROOT / test_file)]!r}))\n",
         ROOT,
         timeout=1800,
     )
