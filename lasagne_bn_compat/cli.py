@@ -1,4 +1,4 @@
-"""The ``lasagne-bn run``, ``convert`` and ``inspect`` subcommands.
+"""The ``lasagne-bn run``, ``convert``, ``inspect`` and ``compare`` subcommands.
 
 Registered with ``lasagne_bn.cli`` through the ``lasagne_bn.commands``
 entry-point group (see pyproject.toml), so that lasagne_bn never imports
@@ -18,7 +18,7 @@ import numpy as np
 
 from lasagne_bn.cli import UserError
 
-__all__ = ["register_convert", "register_inspect", "register_run"]
+__all__ = ["register_compare", "register_convert", "register_inspect", "register_run"]
 
 _RAW = argparse.RawDescriptionHelpFormatter
 
@@ -113,6 +113,71 @@ def _compiling_notice() -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+# --------------------------------------------------------------------------
+# compare
+
+
+def register_compare(subparsers) -> None:
+    """``lasagne-bn compare BUILDER RECORDED``: the first layer that differs from a legacy run."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="name the first layer whose output differs from one recorded on legacy Theano",
+        description=(
+            "Build the network BUILDER returns (FILE.py:FUNCTION or MODULE:FUNCTION, run "
+            "unchanged through the theano/lasagne shims), give it the parameters and inputs "
+            "RECORDED holds, compute every layer's output with the recorded get_output "
+            "options, and compare each with the recorded one.  RECORDED is written on the "
+            "legacy machine by record_layers.py (print it with --print-recorder).  Exit "
+            "status 0 when every layer matches, 1 when one differs."
+        ),
+        epilog=(
+            "Examples:\n"
+            "  lasagne-bn compare --print-recorder > record_layers.py\n"
+            "  python record_layers.py build_net.py:build legacy_layers.npz   # on Theano\n"
+            "  lasagne-bn compare build_net.py:build legacy_layers.npz"
+        ),
+        formatter_class=_RAW,
+    )
+    parser.add_argument("builder", metavar="BUILDER", nargs="?", help="FILE.py:FUNCTION")
+    parser.add_argument("recorded", metavar="RECORDED", nargs="?", help="the recorder's .npz")
+    parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (1e-4)")
+    parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (1e-5)")
+    parser.add_argument(
+        "--mode", default=None, help="the PyTensor mode to compile in (default: PyTensor's)"
+    )
+    parser.add_argument(
+        "--print-recorder",
+        action="store_true",
+        help="print record_layers.py, to copy to the machine that runs Theano, and exit",
+    )
+    parser.set_defaults(handler=_compare)
+
+
+def _compare(args) -> int:
+    from lasagne_bn_compat import compare, record_layers
+
+    if args.print_recorder:
+        with open(record_layers.__file__, encoding="utf-8") as f:
+            sys.stdout.write(f.read())
+        return 0
+    if args.builder is None or args.recorded is None:
+        raise UserError("BUILDER and RECORDED are required (or --print-recorder)")
+    _check_input_file(args.recorded)
+    try:
+        recording = compare.read_recording(args.recorded)
+    except (*_read_errors(), ValueError) as exc:
+        raise _read_error(args.recorded, exc) from None
+    network = build_network_from_spec(args.builder, what="BUILDER")
+    try:
+        result = compare.compare_layers(
+            network, recording, rtol=args.rtol, atol=args.atol, mode=args.mode
+        )
+    except ValueError as exc:
+        raise UserError(f"{args.recorded}: {exc}") from None
+    print(result)
+    return 0 if result.ok else 1
 
 
 # --------------------------------------------------------------------------
@@ -380,33 +445,36 @@ def register_convert(subparsers) -> None:
     parser.set_defaults(handler=_convert)
 
 
-def build_network_from_spec(spec: str):
-    """The network that ``FILE.py:FUNCTION`` or ``MODULE:FUNCTION`` returns (shims installed)."""
+def build_network_from_spec(spec: str, what: str = "--network"):
+    """The network that ``FILE.py:FUNCTION`` or ``MODULE:FUNCTION`` returns (shims installed).
+
+    ``what`` names the argument in error messages.
+    """
     import lasagne_bn_compat
 
     target, sep, func_name = spec.rpartition(":")
     if not sep or not target or not func_name:
-        raise UserError(f"--network {spec!r}: expected FILE.py:FUNCTION or MODULE:FUNCTION")
+        raise UserError(f"{what} {spec!r}: expected FILE.py:FUNCTION or MODULE:FUNCTION")
     lasagne_bn_compat.install()
     if target.endswith(".py"):
         if not os.path.isfile(target):
-            raise UserError(f"--network {spec!r}: no such file {target!r}")
+            raise UserError(f"{what} {spec!r}: no such file {target!r}")
         namespace = runpy.run_path(target, run_name="__lasagne_bn_network__")
     else:
         try:
             namespace = vars(importlib.import_module(target))
         except ImportError as exc:
-            raise UserError(f"--network {spec!r}: cannot import {target!r} ({exc})") from None
+            raise UserError(f"{what} {spec!r}: cannot import {target!r} ({exc})") from None
     func = namespace.get(func_name)
     if not callable(func):
-        raise UserError(f"--network {spec!r}: {target!r} has no function {func_name!r}")
+        raise UserError(f"{what} {spec!r}: {target!r} has no function {func_name!r}")
     network = func()
     from lasagne_bn.layers import Layer
 
     layers = network if isinstance(network, list | tuple) else [network]
     if not layers or not all(isinstance(layer, Layer) for layer in layers):
         raise UserError(
-            f"--network {spec!r}: {func_name}() returned {type(network).__name__}, not a layer "
+            f"{what} {spec!r}: {func_name}() returned {type(network).__name__}, not a layer "
             "or a list of layers"
         )
     return network

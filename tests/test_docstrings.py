@@ -70,6 +70,7 @@ MODULES = [
     "lasagne_bn.nan_guard",
     "lasagne_bn._typing",
     "lasagne_bn_compat.io",
+    "lasagne_bn_compat.compare",
     "lasagne_bn_compat._pickle",
     "lasagne_bn.layers.recurrent",
 ]

@@ -35,6 +35,7 @@ MODULES = [
     "lasagne_bn.utils",
     "lasagne_bn.random",
     "lasagne_bn_compat.io",
+    "lasagne_bn_compat.compare",
     "lasagne_bn.lint",
 ]
 

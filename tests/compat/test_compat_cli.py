@@ -21,7 +21,7 @@ ENTRY_POINTS = [
     EntryPoint(
         name=name, value=f"lasagne_bn_compat.cli:register_{name}", group="lasagne_bn.commands"
     )
-    for name in ("run", "convert", "inspect")
+    for name in ("run", "convert", "inspect", "compare")
 ]
 
 

@@ -100,6 +100,7 @@ def test_the_guide_has_the_example():
         "train_digits_legacy.py",
         "train_digits.py",
         "load_legacy_weights.py",
+        "build_net.py",  # section 5's lasagne-bn compare example (tests/compat/test_compare.py)
     }
     assert [c[0] for c in guide_commands("4. A worked example")] == ["run", "inspect", "convert"]
 
