@@ -31,7 +31,7 @@ Usage::
 
     python -m benchmarks.compile_bench                  # both nets, default + JAX
     python -m benchmarks.compile_bench --nets resnet50 --modes default --size 64 --cold
-    python -m benchmarks.compile_bench --nets unet --modes fast_compile --size 8 --batch 1 \
+    python -m benchmarks.compile_bench --nets unet --modes fast_compile --size 8 --batch 1 \\
         --json /tmp/compile.json                        # smoke test
 """
 

@@ -1,8 +1,8 @@
 """Tables and a plot from a benchmark's JSON (``benchmarks/results/*.json``).
 
-    python benchmarks/report.py benchmarks/results/bn_bench.json \
+    python benchmarks/report.py benchmarks/results/bn_bench.json \\
         --md benchmarks/results/bn_bench.md --png docs/_static/bn_bench.png
-    python benchmarks/report.py benchmarks/results/net_bench.json \
+    python benchmarks/report.py benchmarks/results/net_bench.json \\
         --md benchmarks/results/net_bench.md
 
 Every table starts with the run's context (command, commit, date, machine,

@@ -21,7 +21,7 @@ makes ``benchmarks/results/rnn_bench.md``.
 
 Run:  python benchmarks/rnn_bench.py            (batch 32, seq 50, 128 units)
       python benchmarks/rnn_bench.py --reps 5   (quicker)
-      python benchmarks/rnn_bench.py --batch 2 --seq 3 --features 4 --units 4 --reps 1 \
+      python benchmarks/rnn_bench.py --batch 2 --seq 3 --features 4 --units 4 --reps 1 \\
           --json /tmp/rnn.json                  (smoke test)
 """
 
