@@ -36,9 +36,14 @@ each) from before the first worker starts until the last timing ends: a
 loaded machine, as when a data loader or a second experiment shares the
 cores.  They are killed on the way out, on an error or Ctrl-C too.
 
+The results are written as JSON (``--json``, default
+``benchmarks/results/bn_bench.json``), from which ``benchmarks/report.py``
+makes ``benchmarks/results/bn_bench.md`` and the plot.
+
 Run:  python benchmarks/bn_bench.py            (all shapes, ~5 minutes)
       python benchmarks/bn_bench.py --quick    (fewer repetitions)
       python benchmarks/bn_bench.py --contend 2 --impl ours/default plain/default torch
+      python benchmarks/bn_bench.py --quick --json /tmp/bn.json   (results elsewhere)
 """
 
 from __future__ import annotations

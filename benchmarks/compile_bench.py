@@ -23,10 +23,16 @@ The default mode's Numba cache makes a second compile of the same graph much
 cheaper; ``--cold`` points PyTensor's compile directory at a fresh temporary
 folder for every child, so every row is a cold compile.
 
+The table is also written as JSON (``--json``, default
+``benchmarks/results/compile_bench.json``), from which
+``benchmarks/report.py`` makes ``benchmarks/results/compile_bench.md``.
+
 Usage::
 
     python -m benchmarks.compile_bench                  # both nets, default + JAX
     python -m benchmarks.compile_bench --nets resnet50 --modes default --size 64 --cold
+    python -m benchmarks.compile_bench --nets unet --modes fast_compile --size 8 --batch 1 \\
+        --json /tmp/compile.json                        # smoke test
 """
 
 from __future__ import annotations
@@ -361,6 +367,11 @@ def main(argv=None) -> None:
     parser.add_argument("--limit-gb", type=float, default=6.0, help="address-space limit")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--cold", action="store_true", help="a fresh compile cache per child")
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the table as JSON (default benchmarks/results/compile_bench.json)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("NET", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -376,12 +387,19 @@ def main(argv=None) -> None:
     )
     print(header)
     print("-" * len(header))
+    title = (
+        f"one fresh subprocess per row, "
+        f"{'an empty compile cache each (--cold)' if args.cold else 'the usual compile caches'}, "
+        f"batch {args.batch}, address-space limit {args.limit_gb:g} GB"
+    )
+    records = []
     for net_name in args.nets:
         size = args.size or (224 if net_name == "resnet50" else 64)
         for mode_name in args.modes:
             row = run_child(
                 net_name, mode_name, size, args.batch, args.limit_gb, args.cold, args.timeout
             )
+            records.append(_record(title, row))
             if "error" in row:
                 print(f"{net_name:<9} {mode_name:<18} FAILED ({row['wall_s']} s): {row['error']}")
                 continue
@@ -392,6 +410,38 @@ def main(argv=None) -> None:
                 f"{row['peak_rss_mb']:>11} {row['peak_vm_mb']:>10}",
                 flush=True,
             )
+    # run as ``-m benchmarks.compile_bench``, this folder is not on the path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _results import write
+
+    print(f"results: {write('compile_bench', records, path=args.json)}")
+
+
+#: The printed columns (record key: child's key), then the figures the console leaves out.
+COLUMNS = {
+    "net": "net",
+    "mode": "mode",
+    "input": "input",
+    "nodes": "nodes",
+    "compile s": "compile_s",
+    "1st step s": "step_s",
+    "CPU s": "cpu_s",
+    "peak RSS MB": "peak_rss_mb",
+    "peak VM MB": "peak_vm_mb",
+    "params": "params",
+    "first step loss finite": "loss_finite",
+    "wall s": "wall_s",
+}
+
+
+def _record(title: str, row: dict) -> dict:
+    """One table row as a record; a failed child's has ``None`` figures and its error."""
+    record = {"table": title, **{key: row.get(child) for key, child in COLUMNS.items()}}
+    if record["input"] is not None:
+        record["input"] = "x".join(map(str, record["input"]))
+    if "error" in row:
+        record["error"] = row["error"]
+    return record
 
 
 if __name__ == "__main__":

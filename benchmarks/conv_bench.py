@@ -11,9 +11,14 @@ PyTorch on the CPU with 2 threads, run in a worker process (its own venv,
 interleaved (one step of each implementation per round, order rotated), so
 a change in machine load hits all of them alike; the table shows medians.
 
+The tables are also written as JSON (``--json``, default
+``benchmarks/results/conv_bench.json``), from which ``benchmarks/report.py``
+makes ``benchmarks/results/conv_bench.md``.
+
 Usage::
 
     python benchmarks/conv_bench.py [--reps 15] [--torch-python /work/bench-venv/bin/python]
+                                    [--json PATH]
 """
 
 from __future__ import annotations
@@ -105,6 +110,11 @@ def main(argv=None) -> int:
         help="python of a venv with torch (the anchor); '' to skip it",
     )
     parser.add_argument("--no-jax", action="store_true")
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the tables as JSON (default benchmarks/results/conv_bench.json)",
+    )
     args = parser.parse_args(argv)
     # The published figures were measured with freed buffers recycled, which
     # importing lasagne_bn.ops did until issue 16; now it is this explicit call.
@@ -120,7 +130,8 @@ def main(argv=None) -> int:
     r = rng.standard_normal((SHAPE[0], N_FILTERS) + SHAPE[2:], dtype=np.float32)
     inputs = (x, w, gamma, beta, r)
 
-    print(f"load average before: {os.getloadavg()}  (cores: {os.cpu_count()})")
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before}  (cores: {os.cpu_count()})")
     impls = {}
     t0 = time.perf_counter()
     impls["lasagne_bn default (Numba)"] = build_ours(None)
@@ -182,12 +193,20 @@ def main(argv=None) -> int:
 
     # agreement with the first implementation (float32 rounding expected)
     names = list(results)
+    agreement = []
     for name in names[1:]:
         errs = [
             float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
             for a, b in zip(results[name], results[names[0]], strict=True)
         ]
         print(f"max relative difference, {name} vs {names[0]}: {max(errs):.2e}")
+        agreement.append(
+            {
+                "table": f"max relative difference of the outputs and gradients, vs {names[0]}",
+                "implementation": name,
+                "max relative difference": max(errs),
+            }
+        )
 
     def timed(fn):
         def run():
@@ -219,11 +238,15 @@ def main(argv=None) -> int:
     med = {name: float(np.median(v)) for name, v in times.items()}
     gflop = flops() / 1e9
     print()
-    print(
+    title = (
         f"conv{KSIZE}x{KSIZE}(pad same, no bias) -> batch_norm(spatial) -> rectify, "
         f"input {SHAPE} float32, forward + backward (dx, dW, dgamma, dbeta); "
         f"{args.reps} interleaved reps, medians; {THREADS} threads"
     )
+    print(title)
+    records = []
+    # the console's footnote, in the title: the table is what report.py shows
+    timing_title = f"{title}; GFLOP/s counts the 3 convolutions only ({gflop:.1f} GFLOP per step)"
     header = (
         f"{'implementation':<30} {'median ms':>10} {'min ms':>9} {'GFLOP/s':>8} {'vs torch':>9}"
     )
@@ -235,8 +258,24 @@ def main(argv=None) -> int:
             f"{name:<30} {med[name] * 1e3:>10.1f} {min(times[name]) * 1e3:>9.1f} "
             f"{gflop / med[name]:>8.1f} {ratio:>9}"
         )
+        records.append(
+            {
+                "table": timing_title,
+                "implementation": name,
+                "median ms": med[name] * 1e3,
+                "min ms": min(times[name]) * 1e3,
+                "GFLOP/s": gflop / med[name],
+                "vs torch": med[name] / med[anchor] if anchor else None,
+            }
+        )
     print(f"(GFLOP/s counts the 3 convolutions only: {gflop:.1f} GFLOP per step)")
     print(f"load average after: {load_after}")
+    records += agreement  # after the timings, as the less read table
+    from _results import write
+
+    before, after = (" ".join(f"{v:.2f}" for v in la) for la in (load_before, load_after))
+    load = f"load average before: {before}; after: {after}"
+    print(f"results: {write('conv_bench', records, load=load, path=args.json)}")
     return 0
 
 

@@ -17,9 +17,13 @@ forward pass: 7.2 ms in one process, 3.4 ms alone); and each call waits
 the other's call (our thread policy counts them as load and ran on one
 thread).  The results are checked against each other.
 
+The table is also written as JSON (``--json``, default
+``benchmarks/results/conv_op_bench.json``), from which
+``benchmarks/report.py`` makes ``benchmarks/results/conv_op_bench.md``.
+
 Usage::
 
-    python benchmarks/conv_op_bench.py [dcgan3 ...] [--reps 9] [--threads 2]
+    python benchmarks/conv_op_bench.py [dcgan3 ...] [--reps 9] [--threads 2] [--json PATH]
 """
 
 from __future__ import annotations
@@ -143,14 +147,18 @@ class Torch:
         self.proc.wait()
 
 
-def bench_case(name: str, reps: int, torch: Torch, scratch: str) -> None:
-    """Print one line per Op of case ``name``: medians of ``reps`` alternated calls."""
+def bench_case(name: str, reps: int, torch: Torch, scratch: str) -> list[dict]:
+    """Print one line per Op of case ``name``: medians of ``reps`` alternated calls.
+
+    Returns the lines as records (``"table"`` left to the caller).
+    """
     xs, ks, stride, pad = CASES[name]
     fwd, gin, gwt = build_ours(xs, ks, stride, pad)
     x, w, dy = case_arrays(name)
     ours_ops = {"forward": lambda: fwd(x, w), "grad_inputs": lambda: gin(w, dy),
                 "grad_weights": lambda: gwt(x, dy)}  # fmt: skip
     flop = 2.0 * np.prod(dy.shape) * np.prod(ks[1:]) / 1e9
+    records = []
     for op in OPS:
         ours = ours_ops[op]
         path = os.path.join(scratch, f"{name}-{op}.npy")
@@ -180,6 +188,20 @@ def bench_case(name: str, reps: int, torch: Torch, scratch: str) -> None:
             f"{mc['ours'] / mc['torch']:>8.2f}x",
             flush=True,
         )
+        records.append(
+            {
+                "case": name,
+                "op": op,
+                "GFLOP": float(flop),
+                "ours ms": mw["ours"],
+                "torch ms": mw["torch"],
+                "ratio": mw["ours"] / mw["torch"],
+                "ours cpu ms": mc["ours"],
+                "torch cpu ms": mc["torch"],
+                "cpu ratio": mc["ours"] / mc["torch"],
+            }
+        )
+    return records
 
 
 def main(argv=None) -> int:
@@ -189,6 +211,11 @@ def main(argv=None) -> int:
     parser.add_argument("cases", nargs="*", help=f"default: dcgan3; of {', '.join(CASES)}")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the table as JSON (default benchmarks/results/conv_op_bench.json)",
+    )
     parser.add_argument("--_torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = [c for c in args.cases if c not in CASES]
@@ -202,17 +229,30 @@ def main(argv=None) -> int:
 
     cases = args.cases or ["dcgan3"]
     torch = Torch(args.threads)
-    print(f"load average before: {os.getloadavg()}; torch {torch.version} in its own process, "
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before}; torch {torch.version} in its own process, "
           f"{args.threads} threads; medians of {args.reps} alternated calls")  # fmt: skip
+    title = (
+        f"torch {torch.version} in its own process, {args.threads} threads; "
+        f"medians of {args.reps} alternated calls (ms: wall; cpu: process CPU time)"
+    )
+    records = []
     print(f"{'case':<8} {'op':<13} {'GFLOP':>6} {'ours ms':>8} {'torch ms':>9} {'ratio':>6} "
           f"{'ours cpu':>9} {'torch cpu':>10} {'cpu ratio':>9}")  # fmt: skip
     try:
         with tempfile.TemporaryDirectory() as scratch:
             for name in cases:
-                bench_case(name, args.reps, torch, scratch)
+                for row in bench_case(name, args.reps, torch, scratch):
+                    records.append({"table": title, **row})
     finally:
         torch.close()
-    print(f"load average after: {os.getloadavg()}")
+    load_after = os.getloadavg()
+    print(f"load average after: {load_after}")
+    from _results import write
+
+    before, after = (" ".join(f"{v:.2f}" for v in la) for la in (load_before, load_after))
+    load = f"load average before: {before}; after: {after}"
+    print(f"results: {write('conv_op_bench', records, load=load, path=args.json)}")
     return 0
 
 

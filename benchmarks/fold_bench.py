@@ -12,7 +12,11 @@ inference only (``deterministic=True``), timed interleaved in one process:
 per mode (default and JAX by default).  Medians in ms and each one's ratio
 to plain in the same mode.
 
-Run:  python benchmarks/fold_bench.py [--reps 15] [--modes default jax]
+The table is also written as JSON (``--json``, default
+``benchmarks/results/fold_bench.json``), from which ``benchmarks/report.py``
+makes ``benchmarks/results/fold_bench.md``.
+
+Run:  python benchmarks/fold_bench.py [--reps 15] [--modes default jax] [--json PATH]
 """
 
 from __future__ import annotations
@@ -62,6 +66,11 @@ def main(argv=None) -> None:
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--blocks", type=int, default=4)
     parser.add_argument("--modes", nargs="+", default=["default", "jax"])
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the table as JSON (default benchmarks/results/fold_bench.json)",
+    )
     args = parser.parse_args(argv)
     # The published figures were measured with freed buffers recycled, which
     # importing lasagne_bn.ops did until issue 16; now it is this explicit call.
@@ -96,18 +105,26 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             np.asarray(fns[key](xs))  # JAX returns before it has computed
             times[key].append(time.perf_counter() - t0)
-    print(
+    load = "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+    title = (
         f"{args.blocks} x batch_norm(conv 3x3, {args.filters} filters) on "
         f"({args.batch}, {args.filters}, {args.size}, {args.size}) float32, inference; "
-        f"medians of {args.reps} interleaved calls; load average "
-        + " ".join(f"{v:.2f}" for v in os.getloadavg())
+        f"medians of {args.reps} interleaved calls; {load}"
     )
+    print(title)
     print("| mode | graph | ms | / plain |")
     print("|---|---|---|---|")
+    records = []
     for (mode_name, kind), ts in times.items():
         ms = statistics.median(ts) * 1e3
         base = statistics.median(times[mode_name, "plain"]) * 1e3
         print(f"| {mode_name} | {kind} | {ms:.2f} | {ms / base:.2f} |")
+        records.append(
+            {"table": title, "mode": mode_name, "graph": kind, "ms": ms, "/ plain": ms / base}
+        )
+    from _results import write
+
+    print(f"results: {write('fold_bench', records, load=load, path=args.json)}")
 
 
 if __name__ == "__main__":

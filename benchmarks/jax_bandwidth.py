@@ -8,9 +8,11 @@ PyTensor's per-call conversion of NumPy inputs, which the last column
 times).  Bandwidth is the least traffic each graph must move (arrays the
 size of ``x``: inference 2, training forward 3, forward+backward 8; see
 tests/ops/test_jax_traffic.py) over the time; the roof is ``x + 1``
-(read x, write y) on the same device.  Prints one markdown table.
+(read x, write y) on the same device.  Prints one markdown table, and
+writes it as JSON (``--json``, default ``benchmarks/results/jax_bandwidth.json``),
+from which ``benchmarks/report.py`` makes ``benchmarks/results/jax_bandwidth.md``.
 
-Run:  python benchmarks/jax_bandwidth.py [--reps 20] [--shapes "(8, 16, 32, 32)"]
+Run:  python benchmarks/jax_bandwidth.py [--reps 20] [--shapes "(8, 16, 32, 32)"] [--json PATH]
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def median_ms(fn, args, reps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def rows(key: str, reps: int) -> list[str]:
+def rows(key: str, reps: int) -> list[dict]:
+    """The copy (the roof) and the three graphs on shape ``key``, one record each."""
     import jax
 
     case = Case(*SHAPES[key])
@@ -71,7 +74,7 @@ def rows(key: str, reps: int) -> list[str]:
     xd = jax.device_put(case.x)
     copy_ms = median_ms(jax.jit(lambda a: a + 1), (xd,), reps)
     roof = 2 * nbytes / (copy_ms * 1e-3) / 1e9
-    out = [f"| {key} | copy x + 1 (roof) | {copy_ms:.3f} | {roof:.1f} | 1.00 | - |"]
+    out = [row(key, "copy x + 1 (roof)", copy_ms, roof, 1.0, None)]
     for name, fn in graphs(case).items():
         host = [
             data[v.name] if s[0] is None else s[0]
@@ -82,24 +85,56 @@ def rows(key: str, reps: int) -> list[str]:
         names = [v.name for v in fn.maker.fgraph.inputs if v.name in data]
         call_ms = median_ms(lambda *a, fn=fn: fn(*a), [data[n] for n in names], reps)
         gbs = LEAST[name] * nbytes / (ms * 1e-3) / 1e9
-        out.append(f"| {key} | {name} | {ms:.3f} | {gbs:.1f} | {gbs / roof:.2f} | {call_ms:.3f} |")
+        out.append(row(key, name, ms, gbs, gbs / roof, call_ms))
     return out
+
+
+def row(key, graph, kernel_ms, gbs, over_copy, call_ms) -> dict:
+    return {
+        "shape": key,
+        "graph": graph,
+        "kernel ms": kernel_ms,
+        "GB/s (least traffic)": gbs,
+        "/ copy": over_copy,
+        "pytensor call ms": call_ms,
+    }
+
+
+def markdown(rec: dict) -> str:
+    """A record as the printed table's row."""
+    call = "-" if rec["pytensor call ms"] is None else f"{rec['pytensor call ms']:.3f}"
+    return (
+        f"| {rec['shape']} | {rec['graph']} | {rec['kernel ms']:.3f} "
+        f"| {rec['GB/s (least traffic)']:.1f} | {rec['/ copy']:.2f} | {call} |"
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--shapes", nargs="*", default=list(SHAPES))
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the table as JSON (default benchmarks/results/jax_bandwidth.json)",
+    )
     args = parser.parse_args(argv)
     import jax
 
     device = jax.devices()[0]
-    print(f"device: {device.platform} {device.device_kind}, jax {jax.__version__}; float32")
+    heading = f"device: {device.platform} {device.device_kind}, jax {jax.__version__}; float32"
+    print(heading)
     print("| shape | graph | kernel ms | GB/s (least traffic) | / copy | pytensor call ms |")
     print("|---|---|---|---|---|---|")
+    title = f"{heading}; medians of {args.reps}"
+    records = []
     for key in args.shapes:
-        for row in rows(key, args.reps):
-            print(row, flush=True)
+        for rec in rows(key, args.reps):
+            print(markdown(rec), flush=True)
+            records.append({"table": title, **rec})
+    from _results import write
+
+    print(f"results: {write('jax_bandwidth', records, path=args.json)}")
     return 0
 
 

@@ -22,7 +22,11 @@ The timings are interleaved (rotating order every repetition), medians of
 times one exported batch norm on a large tensor and reports the achieved
 memory bandwidth (bytes each pass must move / time).
 
-Run:  python benchmarks/jax_bench.py [--reps 30] [--batch 64 256]
+The tables are also written as JSON (``--json``, default
+``benchmarks/results/jax_bench.json``), from which ``benchmarks/report.py``
+makes ``benchmarks/results/jax_bench.md``.
+
+Run:  python benchmarks/jax_bench.py [--reps 30] [--batch 64 256] [--json PATH]
 """
 
 from __future__ import annotations
@@ -293,6 +297,11 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--batch", type=int, nargs="*", default=[64, 256])
     parser.add_argument("--no-bandwidth", action="store_true")
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the tables as JSON (default benchmarks/results/jax_bench.json)",
+    )
     args = parser.parse_args(argv)
     # The published figures were measured with freed buffers recycled, which
     # importing lasagne_bn.ops did until issue 16; now it is this explicit call.
@@ -301,10 +310,13 @@ def main(argv=None) -> int:
     recycle_host_memory()
     import jax
 
-    print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()}, jax {jax.__version__}")
-    print(f"load average before: {load_average()}")
+    device = f"{jax.devices()[0].device_kind} x{jax.device_count()}"
+    print(f"device: {device}, jax {jax.__version__}")
+    load_before = load_average()
+    print(f"load average before: {load_before}")
     if not have_flax():
         print("flax is not installed: the anchor is the hand-written lax network")
+    records = []
     for batch in args.batch:
         rng = np.random.RandomState(batch)
         x = rng.rand(batch, 1, 8, 8).astype("float32")
@@ -315,7 +327,8 @@ def main(argv=None) -> int:
         xy, x1 = (x, y), (x,)
         train = time_interleaved({n: b[0] for n, b in built.items()}, lambda _, a=xy: a, args.reps)
         infer = time_interleaved({n: b[1] for n, b in built.items()}, lambda _, a=x1: a, args.reps)
-        print(f"\nbatch {batch} (8x8 digits network), median of {args.reps}, ms:")
+        title = f"batch {batch} (8x8 digits network), median of {args.reps}, ms"
+        print(f"\n{title}:")
         vs = f"vs {anchor}"
         print(f"  {'':<10}{'train step':>12}{vs:>9}{'inference':>12}{vs:>9}")
         for name in impls:
@@ -323,15 +336,35 @@ def main(argv=None) -> int:
                 f"  {name:<10}{train[name]:>12.3f}{train[name] / train[anchor]:>9.2f}"
                 f"{infer[name]:>12.3f}{infer[name] / infer[anchor]:>9.2f}"
             )
+            records.append(
+                {
+                    # the device in the title: the JSON has no other place for it
+                    "table": f"{title}; device {device}",
+                    "implementation": name,
+                    "train step ms": train[name],
+                    f"train {vs}": train[name] / train[anchor],
+                    "inference ms": infer[name],
+                    f"inference {vs}": infer[name] / infer[anchor],
+                }
+            )
         print(
             f"  export vs pytensor(mode=JAX): train {train['pytensor'] / train['export']:.1f}x "
             f"faster, inference {infer['pytensor'] / infer['export']:.1f}x faster"
         )
     if not args.no_bandwidth:
-        print("\none exported batch norm, (64, 64, 56, 56) float32:")
+        title = "one exported batch norm, (64, 64, 56, 56) float32"
+        print(f"\n{title}:")
         for name, ms, gbs in bn_bandwidth(max(5, args.reps // 3)):
             print(f"  {name:<28}{ms:>9.2f} ms {gbs:>8.1f} GB/s")
-    print(f"\nload average after: {load_average()}")
+            records.append(
+                {"table": f"{title}; device {device}", "pass": name, "ms": ms, "GB/s": gbs}
+            )
+    load_after = load_average()
+    print(f"\nload average after: {load_after}")
+    from _results import write
+
+    load = f"load average before: {load_before}; after: {load_after}"
+    print(f"results: {write('jax_bench', records, load=load, path=args.json)}")
     return 0
 
 

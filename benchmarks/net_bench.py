@@ -50,9 +50,14 @@ time (building the function, first call excluded) is reported separately.
 builds) and ends them afterwards, also on error.  ``--profile NET`` prints
 where ``ours/default``'s training step spends its time, per Op.
 
+The tables are also written as JSON (``--json``, default
+``benchmarks/results/net_bench.json``; ``--profile`` writes none), from
+which ``benchmarks/report.py`` makes ``benchmarks/results/net_bench.md``.
+
 Run:  python benchmarks/net_bench.py                  (all nets, ~5 minutes)
       python benchmarks/net_bench.py --contend 2      (loaded machine)
-      python benchmarks/net_bench.py --nets mlp --tiny --reps 2   (smoke test)
+      python benchmarks/net_bench.py --nets mlp --tiny --reps 2 --json /tmp/net.json
+                                                      (smoke test)
 """
 
 from __future__ import annotations
@@ -857,9 +862,15 @@ def _find_program(fn):
 # --------------------------------------------------------------------------
 
 
-def run_net(net: str, impls: list[str], size: str, reps: int, slow_reps: int, loads: list[int]):
-    """Build every implementation once, then time them under each load in turn; print tables."""
+def run_net(
+    net: str, impls: list[str], size: str, reps: int, slow_reps: int, loads: list[int]
+) -> list[dict]:
+    """Build every implementation once, then time them under each load in turn.
+
+    Prints one table per load and returns their rows as records.
+    """
     cfg = SIZES[size][net]
+    records = []
     with tempfile.TemporaryDirectory() as tmp:
         weights = os.path.join(tmp, f"{net}.npz")
         save_weights(net, cfg, weights)
@@ -882,22 +893,26 @@ def run_net(net: str, impls: list[str], size: str, reps: int, slow_reps: int, lo
                         for kind in ("train", "infer")
                     )
                     load = load_average()
-                print_table(net, cfg, facts, train, infer, load, contend)
+                records += print_table(net, cfg, facts, train, infer, load, contend)
         finally:
             for w in workers.values():
                 w.close()
+    return records
 
 
-def print_table(net, cfg, facts, train, infer, load, contend):
+def print_table(net, cfg, facts, train, infer, load, contend) -> list[dict]:
+    """Print one table; return its rows as records (keyed by the printed column names)."""
     anchor = "torch"
     t_ref, i_ref = train.get(anchor), infer.get(anchor)
+    title = f"{net} {cfg}; {contend} busy processes; {load}"
     print()
-    print(f"### {net} {cfg}; {contend} busy processes; {load}")
+    print(f"### {title}")
     print()
     head = "| implementation | mode | train step ms | inference ms | train / torch |"
     head += " infer / torch | compile + first calls s | first loss | trainable params |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
+    records = []
     for name in train:
         f = facts[name]
         row = f"| {name} | {f['mode']} | {train[name]:.2f} | {infer[name]:.2f} | "
@@ -907,12 +922,27 @@ def print_table(net, cfg, facts, train, infer, load, contend):
             row += "- | - | "
         row += f"{f['compile_s'] + f['first_calls_s']:.1f} | {f['loss']:.5f} | {f['trainable']} |"
         print(row)
+        records.append(
+            {
+                "table": title,
+                "implementation": name,
+                "mode": f["mode"],
+                "train step ms": train[name],
+                "inference ms": infer[name],
+                "train / torch": train[name] / t_ref if t_ref else None,
+                "infer / torch": infer[name] / i_ref if t_ref else None,
+                "compile + first calls s": f["compile_s"] + f["first_calls_s"],
+                "first loss": f["loss"],
+                "trainable params": f["trainable"],
+            }
+        )
     losses = [f["loss"] for f in facts.values()]
     if not all(np.isfinite(losses)):
         print("\nWARNING: a first-step loss is not finite")
     elif max(losses) - min(losses) > 1e-2 * max(1.0, abs(np.median(losses))):
         print(f"\nWARNING: first-step losses differ: {losses}")
     print()
+    return records
 
 
 def main(argv=None) -> int:
@@ -933,6 +963,12 @@ def main(argv=None) -> int:
         "--profile-step", choices=("train", "infer"), default="train",
         help="which step --profile times",
     )  # fmt: skip
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the tables as JSON (default benchmarks/results/net_bench.json; "
+        "not written with --profile)",
+    )
     parser.add_argument("--_worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     size = "tiny" if args.tiny else "full"
@@ -951,8 +987,13 @@ def main(argv=None) -> int:
         f"--contend {' '.join(map(str, args.contend))}; {load_average()}",
         flush=True,
     )
+    records = []
     for net in args.nets:
-        run_net(net, args.impl, size, args.reps, args.slow_reps, args.contend)
+        records += run_net(net, args.impl, size, args.reps, args.slow_reps, args.contend)
+    from _results import write
+
+    load = f"busy-loop processes per table: {' '.join(map(str, args.contend))}; {load_average()}"
+    print(f"results: {write('net_bench', records, load=load, path=args.json)}")
     return 0
 
 

@@ -15,8 +15,14 @@ these machines are shared.  Both train the same parameters, so every call
 starts from the same state: the parameter values are reset before each
 timed call (not timed).
 
+The table is also written as JSON (``--json``, default
+``benchmarks/results/rnn_bench.json``), from which ``benchmarks/report.py``
+makes ``benchmarks/results/rnn_bench.md``.
+
 Run:  python benchmarks/rnn_bench.py            (batch 32, seq 50, 128 units)
       python benchmarks/rnn_bench.py --reps 5   (quicker)
+      python benchmarks/rnn_bench.py --batch 2 --seq 3 --features 4 --units 4 --reps 1 \\
+          --json /tmp/rnn.json                  (smoke test)
 """
 
 from __future__ import annotations
@@ -88,6 +94,11 @@ def main(argv=None) -> int:
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--units", type=int, default=128)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="where to write the table as JSON (default benchmarks/results/rnn_bench.json)",
+    )
     args = parser.parse_args(argv)
     # The published figures were measured with freed buffers recycled, which
     # importing lasagne_bn.ops did until issue 16; now it is this explicit call.
@@ -130,15 +141,29 @@ def main(argv=None) -> int:
     ms = {name: statistics.median(v) for name, v in times.items()}
 
     print()
-    print(
+    load = load_average()
+    title = (
         f"LSTM training step, batch {args.batch}, seq {args.seq}, {args.features} features, "
         f"{args.units} units, {floatx}, default mode (Numba); medians of {args.reps} "
-        f"interleaved repetitions; {load_average()}"
+        f"interleaved repetitions; {load}"
     )
+    print(title)
     print("| implementation | train step ms | / plain scan |")
     print("|---|---|---|")
+    records = []
     for name, label in (("ours", "ours/LSTMLayer"), ("plain", "plain/pytensor.scan")):
         print(f"| {label} | {ms[name]:.3f} | {ms[name] / ms['plain']:.2f} |")
+        records.append(
+            {
+                "table": title,
+                "implementation": label,
+                "train step ms": ms[name],
+                "/ plain scan": ms[name] / ms["plain"],
+            }
+        )
+    from _results import write
+
+    print(f"results: {write('rnn_bench', records, load=load, path=args.json)}")
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import subprocess
@@ -13,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "net_bench.py"
+REPORT = ROOT / "benchmarks" / "report.py"
 
 
 def _load_bench():
@@ -25,12 +28,14 @@ def _load_bench():
 
 
 @pytest.mark.slow
-def test_net_bench_runs_tiny_mlp():
+def test_net_bench_runs_tiny_mlp(tmp_path):
     # The benchmark's anchor is PyTorch, a test extra only below Python 3.12
     # (pyproject: no CPU build of it for the newer Pythons here).
     pytest.importorskip("torch")
+    # --json into tmp_path: a test must never overwrite the committed results
+    result_path = tmp_path / "net_bench.json"
     cmd = [sys.executable, str(BENCH), "--nets", "mlp", "--tiny", "--reps", "1"]
-    cmd += ["--impl", "ours/default", "torch"]
+    cmd += ["--impl", "ours/default", "torch", "--json", str(result_path)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -50,6 +55,38 @@ def test_net_bench_runs_tiny_mlp():
     assert "0 busy processes" in out.stdout
     assert "WARNING" not in out.stdout
     assert re.search(r"load average \d", out.stdout)
+    assert f"results: {result_path}" in out.stdout
+
+    result = json.loads(result_path.read_text())
+    assert result["benchmark"] == "net_bench"
+    assert "--json" in result["command"] and result["versions"]["torch"]
+    records = result["records"]
+    tables = list(dict.fromkeys(r["table"] for r in records))
+    assert len(tables) == 1 and tables[0].startswith("mlp {'batch': 8,"), tables
+    assert "0 busy processes; load average" in tables[0]
+    by_impl = {r["implementation"]: r for r in records}
+    assert list(by_impl) == ["ours/default", "torch"]
+    for rec in records:
+        assert rec["mode"] == rows[rec["implementation"]][1]  # the JSON is what was printed
+        for key in ("train step ms", "inference ms", "compile + first calls s", "first loss"):
+            assert isinstance(rec[key], float) and math.isfinite(rec[key]), (key, rec)
+        assert rec["train step ms"] > 0 and rec["inference ms"] > 0
+        assert isinstance(rec["trainable params"], int) and rec["trainable params"] > 0
+    assert by_impl["torch"]["train / torch"] == 1.0 == by_impl["torch"]["infer / torch"]
+    assert by_impl["ours/default"]["first loss"] == pytest.approx(
+        by_impl["torch"]["first loss"], rel=1e-4
+    )
+
+    md = tmp_path / "net_bench.md"
+    report = [sys.executable, str(REPORT), str(result_path), "--md", str(md)]
+    done = subprocess.run(report, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    text = md.read_text()
+    assert f"## {tables[0]}" in text
+    head = "| implementation | mode | train step ms | inference ms | train / torch |"
+    assert head in text
+    assert "| ours/default | default: whole-graph/whole-graph |" in text
+    assert re.search(r"^\| torch \| .* \| 1\.00 \| 1\.00 \| ", text, re.M), text
 
 
 def test_contention_starts_and_ends_its_processes():
