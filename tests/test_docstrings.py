@@ -71,6 +71,7 @@ MODULES = [
     "lasagne_bn._typing",
     "lasagne_bn_compat.io",
     "lasagne_bn_compat.compare",
+    "lasagne_bn_compat.theano.tensor.nnet._bilinear",
     "lasagne_bn_compat._pickle",
     "lasagne_bn.layers.recurrent",
 ]

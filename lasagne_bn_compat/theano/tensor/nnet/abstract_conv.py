@@ -2,10 +2,10 @@
 
 ``conv2d`` (``T.nnet.conv2d``), ``conv2d_grad_wrt_inputs``,
 ``conv2d_grad_wrt_weights``, ``conv2d_transpose``, ``conv3d``
-(``T.nnet.conv3d``), ``conv3d_grad_wrt_inputs``, ``conv3d_grad_wrt_weights``
-and ``get_conv_output_shape``, with Theano's signatures and semantics
-(filters flipped unless ``filter_flip=False``; ``border_mode`` 'valid',
-'full', 'half', ints or pairs).
+(``T.nnet.conv3d``), ``conv3d_grad_wrt_inputs``, ``conv3d_grad_wrt_weights``,
+``get_conv_output_shape`` and the bilinear upsampling functions, with
+Theano's signatures and semantics (filters flipped unless
+``filter_flip=False``; ``border_mode`` 'valid', 'full', 'half', ints or pairs).
 
 The Op classes that legacy layers build directly, ``AbstractConv2d``,
 ``AbstractConv2d_gradInputs``, ``AbstractConv2d_gradWeights`` and their
@@ -21,6 +21,12 @@ names, so every backend runs them.
 from __future__ import annotations
 
 from lasagne_bn_compat.theano._conv import conv_ops
+from lasagne_bn_compat.theano.tensor.nnet._bilinear import (
+    bilinear_kernel_1D,
+    bilinear_kernel_2D,
+    bilinear_upsampling,
+    frac_bilinear_upsampling,
+)
 
 _conv = conv_ops()
 
@@ -31,6 +37,9 @@ __all__ = [
     "AbstractConv3d",
     "AbstractConv3d_gradInputs",
     "AbstractConv3d_gradWeights",
+    "bilinear_kernel_1D",
+    "bilinear_kernel_2D",
+    "bilinear_upsampling",
     "conv2d",
     "conv2d_grad_wrt_inputs",
     "conv2d_grad_wrt_weights",
@@ -38,6 +47,7 @@ __all__ = [
     "conv3d",
     "conv3d_grad_wrt_inputs",
     "conv3d_grad_wrt_weights",
+    "frac_bilinear_upsampling",
     "get_conv_output_shape",
 ]
 
