@@ -7,7 +7,8 @@ boundary: every input and every output (a training step reads and returns
 each parameter, each momentum buffer and each running average).  Numba's
 code for a function's arguments and returned tuple grows quadratically with
 their number (reference counting walks the whole tuple at each element),
-so a few hundred of them take minutes and gigabytes to compile (figures in
+so a few hundred of them take minutes and gigabytes to compile (the whole
+training functions' compile times and peak memory are in
 ``benchmarks/results/compile_bench.md``); a ResNet-50 step has about 430 of
 each, and no rewrite of the graph can change that number.
 
