@@ -15,23 +15,30 @@ C VM (``CVM``).  A variant in one of those modes waits for the full tier when th
 same test with the same other parameters runs in the mode it repeats; otherwise
 (a case that only mode ``C`` runs, say) it stays in the default tier.
 
-In the default tier a test that names no mode compiles in ``FAST_COMPILE``: the
-NumPy ``perform`` of every Op (ours calling the same Numba kernels), nothing
-compiled per graph.  Most of a cold run was Numba compiling each such test's
-graph as a whole, for tests whose subject is a layer's or a function's
-behaviour, not a backend.  The numerics of every backend are the tests that
-name their mode (``tests/compile_modes.py``; its ``DEFAULT_MODE`` is the real
-default), and a test about the default mode itself is marked
-``default_mode``.  The full tier runs every test in PyTensor's default mode.
+In the default tier a test that names no mode compiles in ``FAST_COMPILE``, and
+``perform`` is the NumPy reference (``lasagne_bn.ops.compiled_perform.numpy_perform``)
+for every test: tests whose subject is a layer's or a function's behaviour compile
+nothing per graph, and the python-linker variants of the numerics tests check the
+reference itself.  Most of a cold run was Numba compiling, per test, the graph as a
+whole or each node's function for ``perform``.  The kernels' numerics are the tests
+that name the Numba mode (``tests/compile_modes.py``; its ``DEFAULT_MODE`` is the
+real default), ``perform``'s dispatch to them is checked once per Op
+(``tests/ops/test_compiled_perform.py``, marked ``compiled_perform``), and a test
+about the default mode itself is marked ``default_mode``; both marks keep PyTensor's
+own set-up.  The full tier runs every test in PyTensor's default mode with the
+compiled ``perform``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import compile_modes  # noqa: F401 - takes the real default mode before any test changes it
 import pytensor
 import pytest
+
+from lasagne_bn.ops.compiled_perform import numpy_perform
 
 # What a test that names no mode compiles in, in the default tier.
 _QUICK_MODE = "FAST_COMPILE"
@@ -97,21 +104,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+def _quick(request: pytest.FixtureRequest) -> bool:
+    """Whether what ``request`` sets up runs in the default tier's quick mode and with
+    the NumPy ``perform`` (module docstring)."""
+    return (
+        not request.config.getoption("--full")
+        and request.node.get_closest_marker("default_mode") is None
+        and request.node.get_closest_marker("compiled_perform") is None
+    )
+
+
+@contextlib.contextmanager
+def _quick_setup(quick: bool):
+    """The quick mode and the NumPy ``perform`` while the block runs, if ``quick``."""
+    if not quick:
+        yield
+        return
+    previous = pytensor.config.mode
+    pytensor.config.mode = _QUICK_MODE
+    try:
+        with numpy_perform():
+            yield
+    finally:
+        pytensor.config.mode = previous
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    """Module- and session-scoped fixtures get the quick set-up too.
+
+    They are set up before the function-scoped fixture below, so without this their
+    shared graphs compiled in the real default mode.  For a module-scoped fixture
+    ``request.node`` is the module, which carries a file's marks.
+    """
+    with _quick_setup(fixturedef.scope != "function" and _quick(request)):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _default_mode_unchanged(request: pytest.FixtureRequest):
-    """The default tier's mode for a test that names none (module docstring), and
-    no test leaves the default mode changed."""
+    """The default tier's quick set-up for a test (module docstring), and no test
+    leaves the default mode changed."""
     # A ``compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
     # ran every later default-mode test in FAST_COMPILE, silently.
     previous = pytensor.config.mode
-    quick = (
-        not request.config.getoption("--full")
-        and request.node.get_closest_marker("default_mode") is None
-    )
+    quick = _quick(request)
     if quick:
         pytensor.config.mode = _QUICK_MODE
     mode = pytensor.config.mode
-    yield
+    with numpy_perform() if quick else contextlib.nullcontext():
+        yield
     changed = pytensor.config.mode
     pytensor.config.mode = previous
     if changed != mode:
