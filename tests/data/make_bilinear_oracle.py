@@ -46,8 +46,8 @@ def main(path):
     for name, kwargs in CASES.items():
         data["up/" + name] = theano.function([xv], bilinear_upsampling(xv, **kwargs))(x)
     for r in (1, 2, 3):
-        data["k1/%d" % r] = bilinear_kernel_1D(r).eval()
-        data["k2/%d" % r] = bilinear_kernel_2D(r).eval()
+        data[f"k1/{r}"] = bilinear_kernel_1D(r).eval()
+        data[f"k2/{r}"] = bilinear_kernel_2D(r).eval()
     data["k2/2x3"] = bilinear_kernel_2D((2, 3)).eval()
     data["k1/3/raw"] = bilinear_kernel_1D(3, normalize=False).eval()
     np.savez_compressed(path, **data)
