@@ -126,18 +126,15 @@ def make_inputs(inputs, given, batch, seed):
     return [np.asarray(v) for v in values]
 
 
-def layer_outputs(outputs, values, settings):
-    """``(all layers, their output values)``, computed with ``theano.function``."""
+def layer_outputs(layers, inputs, values, settings):
+    """The outputs of ``layers`` for ``values`` of their ``inputs`` (``theano.function``)."""
     import theano
-    from lasagne.layers import get_all_layers, get_output
+    from lasagne.layers import get_output
 
-    layers = get_all_layers(outputs)
-    inputs = input_layers(layers)
     variables = [layer.input_var for layer in inputs]
     # each input layer's own input_var: get_output's default
-    expressions = get_output(layers, **settings)
-    fn = theano.function(variables, expressions, on_unused_input="ignore")
-    return layers, fn(*values)
+    fn = theano.function(variables, get_output(layers, **settings), on_unused_input="ignore")
+    return fn(*values)
 
 
 def describe(layer):
@@ -154,6 +151,7 @@ def record(outputs, path, given=None, settings=None, batch=2, seed=0):
     (``deterministic=True`` by default).  Returns the number of layers
     recorded.
     """
+    import lasagne
     import theano
     from lasagne.layers import get_all_layers, get_all_params
 
@@ -162,7 +160,7 @@ def record(outputs, path, given=None, settings=None, batch=2, seed=0):
     layers = get_all_layers(outputs)
     inputs = input_layers(layers)
     values = make_inputs(inputs, given, batch, seed)
-    layers, results = layer_outputs(outputs, values, settings)
+    results = layer_outputs(layers, inputs, values, settings)
     params = get_all_params(outputs)
     data = {}
     for i, value in enumerate(values):
@@ -171,19 +169,17 @@ def record(outputs, path, given=None, settings=None, batch=2, seed=0):
         data["param_%d" % i] = param.get_value()
     for i, value in enumerate(results):
         data["layer_%d" % i] = np.asarray(value)
-    versions = {"numpy": np.__version__, "theano": getattr(theano, "__version__", "?")}
-    try:
-        import lasagne
-
-        versions["lasagne"] = getattr(lasagne, "__version__", "?")
-    except ImportError:
-        pass
+    versions = {
+        "numpy": np.__version__,
+        "theano": getattr(theano, "__version__", "?"),
+        "lasagne": getattr(lasagne, "__version__", "?"),
+    }
     meta = {
         "format": FORMAT,
         "layers": [describe(layer) for layer in layers],
         "outputs": [layers.index(layer) for layer in outputs],
         "params": [param.name for param in params],
-        "settings": dict((k, v) for k, v in settings.items()),
+        "settings": settings,
         "versions": versions,
     }
     data["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)

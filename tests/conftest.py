@@ -148,13 +148,10 @@ def _default_mode_unchanged(request: pytest.FixtureRequest):
     # A ``compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
     # ran every later default-mode test in FAST_COMPILE, silently.
     previous = pytensor.config.mode
-    quick = _quick(request)
-    if quick:
-        pytensor.config.mode = _QUICK_MODE
-    mode = pytensor.config.mode
-    with numpy_perform() if quick else contextlib.nullcontext():
+    with _quick_setup(_quick(request)):
+        mode = pytensor.config.mode
         yield
-    changed = pytensor.config.mode
+        changed = pytensor.config.mode
     pytensor.config.mode = previous
     if changed != mode:
         pytest.fail(f"the test left pytensor.config.mode={changed!r} (was {mode!r})")

@@ -153,8 +153,8 @@ def bilinear_upsampling(
     rows, cols = input.shape[2], input.shape[3]
     maps = _edge_padded(input.reshape((-1, 1, rows, cols)))
     pad = 2 * ratio - (ratio - 1) // 2 - 1
-    kern = bilinear_kernel_1D(ratio)
     if use_1D_kernel:
+        kern = bilinear_kernel_1D(ratio)
         up_rows = conv2d_grad_wrt_inputs(
             maps, kern[None, None, :, None], (flat, 1, rows * ratio, cols + 2),
             filter_shape=(1, 1, None, 1), border_mode=(pad, 0), subsample=(ratio, 1),
