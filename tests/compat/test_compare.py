@@ -20,6 +20,7 @@ import shutil
 import sys
 
 import numpy as np
+import pytensor
 import pytest
 from legacy_helpers import DATA, QUIET, ROOT
 
@@ -121,7 +122,9 @@ def test_the_recorder_runs_on_this_stack_too(folder, tmp_path, capsys):
         tmp_path / "x.npz", np.linspace(-2, 2, 3 * 144, dtype="float32").reshape(3, 1, 12, 12)
     )
     args = ["build_net.py:build", "here.npz", "--inputs", "x.npz", "--set", "deterministic=False"]
-    assert cli.main(["run", "--theano-flags", f"mode={MODE}", str(script), *args]) == 0
+    # run sets the process's flags, as in a user's process; here they are put back
+    with pytensor.config.change_flags(mode=pytensor.config.mode):
+        assert cli.main(["run", "--theano-flags", f"mode={MODE}", str(script), *args]) == 0
     assert "recorded 13 layers to here.npz" in capsys.readouterr().out
     rec = read_recording("here.npz")
     assert rec.meta["settings"] == {"deterministic": False}
