@@ -125,9 +125,14 @@ def function(*args, **kwargs):
     """``theano.function``: PyTensor's :func:`pytensor.function`, same arguments.
 
     Where the call names no mode and PyTensor's default is its Numba mode,
-    the function compiles with :func:`lasagne_bn.ops.numba.linker.big_graph_mode`:
-    the same rewrites and kernels, and graphs too big for one Numba function
-    (a ResNet-50 training step) compiled node by node, as Theano compiled
+    the function compiles with
+    :class:`~lasagne_bn_compat.theano._small_graphs.GraphSizeMode`: a graph
+    of at most a hundred nodes runs without compiling (what builds hundreds
+    of small functions, as Keras's backend does, pays no compile for each),
+    and a bigger one compiles with
+    :func:`lasagne_bn.ops.numba.linker.big_graph_mode`'s linker: the same
+    rewrites and kernels, and graphs too big for one Numba function (a
+    ResNet-50 training step) compiled node by node, as Theano compiled
     them, instead of exhausting memory.  ``mode='JAX'`` (named, or the
     default) compiles with :func:`lasagne_bn.ops.jax.linker.jax_mode`: the
     same mode, whose run-time argument checks raise our ``ValueError``.
@@ -145,7 +150,12 @@ def function(*args, **kwargs):
     register_rewrites()
     mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
     if mode is None and numba_linker.is_default_numba_mode(None):
-        kwargs["mode"] = numba_linker.big_graph_mode()
+        from lasagne_bn_compat.theano._small_graphs import GraphSizeMode
+
+        if len(args) > 2:
+            args = (*args[:2], GraphSizeMode(), *args[3:])
+        else:
+            kwargs["mode"] = GraphSizeMode()
     elif _is_jax_mode_name(mode):
         # the same mode, whose run-time argument checks raise our ValueError
         # rather than JAX's CpuCallback error that holds it
