@@ -79,14 +79,14 @@ def _run(args) -> int:
 
     import lasagne_bn_compat.theano
     from lasagne_bn.ops.numba.linker import is_default_numba_mode
-    from lasagne_bn_compat.theano import _small_graphs
+    from lasagne_bn_compat import small_graphs
 
     lasagne_bn_compat.theano.on_first_compile = _compiling_notice
     old_argv, old_path = sys.argv[:], sys.path[:]
     old_mode = pytensor.config.mode
     if is_default_numba_mode(None):
         # the script's pytensor.function and x.eval() too, not only theano.function
-        _small_graphs.use_by_default()
+        small_graphs.use_by_default()
     sys.argv = [args.script, *args.args]
     try:
         if args.module:

@@ -126,7 +126,7 @@ def function(*args, **kwargs):
 
     Where the call names no mode and PyTensor's default is its Numba mode,
     the function compiles with
-    :class:`~lasagne_bn_compat.theano._small_graphs.GraphSizeMode`: a graph
+    :class:`~lasagne_bn_compat.small_graphs.GraphSizeMode`: a graph
     of at most a hundred nodes runs without compiling (what builds hundreds
     of small functions, as Keras's backend does, pays no compile for each),
     and a bigger one compiles with
@@ -150,7 +150,7 @@ def function(*args, **kwargs):
     register_rewrites()
     mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
     if mode is None and numba_linker.is_default_numba_mode(None):
-        from lasagne_bn_compat.theano._small_graphs import GraphSizeMode
+        from lasagne_bn_compat.small_graphs import GraphSizeMode
 
         if len(args) > 2:
             args = (*args[:2], GraphSizeMode(), *args[3:])

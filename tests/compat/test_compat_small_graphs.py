@@ -16,7 +16,7 @@ from pytensor.scalar import Composite
 import lasagne_bn.cli as cli
 import lasagne_bn_compat
 from lasagne_bn.ops.numba.linker import NumbaNodeLinker, big_graph_mode
-from lasagne_bn_compat.theano._small_graphs import SMALL_GRAPH_NODES, GraphSizeMode
+from lasagne_bn_compat.small_graphs import SMALL_GRAPH_NODES, GraphSizeMode
 
 pytestmark = pytest.mark.default_mode
 
@@ -156,3 +156,27 @@ def test_batch_norm_and_ifelse_in_a_small_graph(theano):
     ref_y = (xv - ref_m[:, None, None]) * (g * ref_s)[:, None, None]
     np.testing.assert_allclose(y, ref_y, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(f(xv, g, b, -1.0)[0], -ref_y, rtol=1e-4, atol=1e-5)
+
+
+def test_updates_reach_the_shared_variables_uncompiled():
+    # PyTensor's VM learns the updates through the linker the function was made
+    # with; without that, the new values were computed and dropped.
+    s = pytensor.shared(np.zeros(3))
+    x = pytensor.tensor.vector("x")
+    f = pytensor.function([x], (s * 2).sum(), updates=[(s, s + x)], mode=GraphSizeMode())
+    assert isinstance(f.maker.linker, VMLinker)
+    assert [f(np.ones(3)) for _ in range(3)] == [0.0, 6.0, 12.0]
+    np.testing.assert_array_equal(s.get_value(), [3.0, 3.0, 3.0])
+
+
+def test_random_draws_run_uncompiled_and_advance(theano):
+    # The Numba-only rewrites (random variables wrapped in inner graphs for
+    # Numba) stay out: the wrapped, in-place draw could not run by perform.
+    srng = theano.sandbox.rng_mrg.MRG_RandomStreams(1)
+    draw = srng.uniform((10, 10), low=-1, high=1)
+    f = theano.function([], draw)
+    assert isinstance(f.maker.linker, VMLinker)
+    first, second = f(), f()
+    assert first.shape == (10, 10) and not np.array_equal(first, second)
+    assert -1 <= first.min() and first.max() <= 1
+    assert draw.eval().shape == (10, 10)

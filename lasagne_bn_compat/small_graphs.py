@@ -85,6 +85,10 @@ class _BySizeLinker(Linker):
     def accept(self, fgraph, no_recycling=None, profile=None):
         if getattr(fgraph, _SMALL, False):
             chosen = VMLinker(allow_gc=self.allow_gc, c_thunks=False, use_cloop=False)
+            # PyTensor's FunctionMaker tells a VMLinker the updates only if the
+            # linker it *accepted from* has this method; it then calls the one
+            # ``accept`` returned (a fresh copy of this linker gets it).
+            self.accept_var_updates = chosen.accept_var_updates
         else:
             chosen = NumbaNodeLinker(allow_gc=self.allow_gc)
         return chosen.accept(fgraph, no_recycling=no_recycling, profile=profile)
@@ -96,11 +100,14 @@ class _BySizeLinker(Linker):
 class GraphSizeMode(Mode):
     """The default mode's rewrites; a graph of at most ``limit`` nodes runs uncompiled.
 
-    Both get the rewrites of
-    :class:`~lasagne_bn.ops.numba.linker.NumbaNodeLinker`, the linker of big
-    graphs.  Small graphs skip elementwise fusion (a fused ``Composite`` has
-    no NumPy ``perform`` and would run element by element in Python) and
-    have their ``OpFromGraph`` nodes inlined.
+    Big graphs get the rewrites of
+    :class:`~lasagne_bn.ops.numba.linker.NumbaNodeLinker`, their linker.
+    Small graphs get the default mode's rewrites but the Numba-only and
+    C-only ones; they skip elementwise fusion (a fused ``Composite`` has
+    no NumPy ``perform`` and would run element by element in Python) and the
+    elementwise in-place rewrite (it saves memory, not time, and is the
+    slowest rewrite of a small graph), and have their ``OpFromGraph``
+    nodes inlined.
 
     Parameters
     ----------
@@ -130,16 +137,18 @@ class GraphSizeMode(Mode):
         query = self._optimizer
         if not hasattr(query, "excluding"):  # a rewriter given as is
             return query
-        # The Numba linker's rewrite tags for both: without the C-only ones
-        # (BLAS calls, C-specific patterns, whose checks compile a test program
-        # to find a BLAS) the small graphs run NumPy's dot as they are.
-        common = query.including(*NumbaNodeLinker.required_rewrites).excluding(
+        big = query.including(*NumbaNodeLinker.required_rewrites).excluding(
             *NumbaNodeLinker.incompatible_rewrites
         )
-        small = common.excluding("fusion").register(
-            (dfs_rewriter(_inline_inner_graphs), _INLINE_POSITION)
+        # Not the Numba-only rewrites (they wrap random variables in inner
+        # graphs for Numba), nor the C-only ones (BLAS calls, whose check
+        # compiles a test program to find a BLAS): NumPy's dot runs as it is.
+        small = (
+            query.including(*VMLinker.required_rewrites)
+            .excluding(*NumbaNodeLinker.incompatible_rewrites)
+            .excluding("fusion", "inplace_elemwise_optimizer")
+            .register((dfs_rewriter(_inline_inner_graphs), _INLINE_POSITION))
         )
-        big = common
         return _BySize(self.optdb.query(small), self.optdb.query(big), self.limit)
 
 
