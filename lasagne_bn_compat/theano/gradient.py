@@ -1,5 +1,8 @@
 """``theano.gradient``: PyTensor's gradient module, plus Theano's ``consider_constant``.
 
+``jacobian`` builds Theano's matrix without a loop where it can (see its
+docstring).
+
 ``Rop`` / ``Lop`` keep Theano's signatures on PyTensor's ``pushforward`` /
 ``pullback`` (PyTensor's own ``Rop`` / ``Lop`` are deprecated aliases of
 those and warn on every call).
@@ -8,6 +11,7 @@ those and warn on every call).
 from __future__ import annotations
 
 from pytensor.gradient import *  # noqa: F403
+from pytensor.gradient import jacobian as _jacobian
 from pytensor.gradient import pullback, pushforward, zero_grad
 
 #: Theano's deprecated name for a gradient stop that gives zeros.
@@ -34,3 +38,19 @@ def Lop(f, wrt, eval_points, consider_constant=None, disconnected_inputs="raise"
         consider_constant=consider_constant,
         disconnected_inputs=disconnected_inputs,
     )
+
+
+def jacobian(expression, wrt, consider_constant=None, disconnected_inputs="raise"):
+    """Theano's ``jacobian``: the derivatives of each element of ``expression``.
+
+    Theano built the rows one by one with ``scan``, over the length of
+    ``expression``.  Under ``mode='JAX'`` that length, known only when the
+    function runs, cannot size a loop (a WGAN-GP critic's gradient penalty
+    failed to trace), so every row is built at once here (PyTensor's
+    ``vectorize=True``: the same values); a graph that cannot be built so
+    gets Theano's loop.
+    """
+    try:
+        return _jacobian(expression, wrt, consider_constant, disconnected_inputs, vectorize=True)
+    except NotImplementedError:
+        return _jacobian(expression, wrt, consider_constant, disconnected_inputs, vectorize=False)

@@ -59,3 +59,64 @@ def test_conditional_dcgan_discriminator_steps_under_jax_as_in_the_default_mode(
     np.testing.assert_allclose(losses_jax, losses, rtol=1e-5)
     for got, want in zip(params_jax, params, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def wgan_gp_critic_step(mode, jacobian=None):
+    """A WGAN-GP critic (ahmadianlab/tc-gan's kind): a layer norm built on
+    ``BatchNormLayer``, and the gradient penalty through ``T.jacobian``."""
+    import lasagne
+    import theano
+    import theano.tensor as T
+    from lasagne import layers, updates
+    from lasagne.nonlinearities import LeakyRectify
+
+    class LayerNorm(layers.BatchNormLayer):
+        def get_output_for(self, input, **kwargs):
+            mean = input.mean(axis=1, keepdims=True)
+            inv_std = T.inv(T.sqrt(input.var(axis=1, keepdims=True) + self.epsilon))
+            return (input - mean) * inv_std * self.gamma + self.beta
+
+    lasagne.random.set_rng(np.random.RandomState(2))
+    net = layers.InputLayer((None, 6))
+    net = LayerNorm(layers.DenseLayer(net, 16, nonlinearity=LeakyRectify(0.2)))
+    net = layers.DenseLayer(net, 1, nonlinearity=None)
+    real, fake, eps = T.matrix("real"), T.matrix("fake"), T.vector("eps")
+    x_hat = eps.dimshuffle(0, "x") * real + (1 - eps.dimshuffle(0, "x")) * fake
+    d_hat = layers.get_output(net, x_hat).flatten()
+    # d_hat[i] depends on x_hat[i] only: the rows' sum is each sample's gradient
+    grads = (jacobian or T.jacobian)(d_hat, x_hat).sum(axis=1)
+    penalty = T.sqr(T.sqrt(T.sqr(grads).sum(axis=1)) - 1).mean()
+    d_real, d_fake = (layers.get_output(net, v).mean() for v in (real, fake))
+    cost = d_fake - d_real + 10 * penalty
+    params = layers.get_all_params(net, trainable=True)
+    step = theano.function(
+        [real, fake, eps], [cost, penalty], updates=updates.adam(cost, params), mode=mode
+    )
+    rng = np.random.RandomState(0)
+    floatx = theano.config.floatX
+    batch = [rng.randn(5, 6).astype(floatx), rng.randn(5, 6).astype(floatx) + 1]
+    outs = [step(*batch, rng.uniform(size=5).astype(floatx)) for _ in range(2)]
+    return np.array(outs, dtype="float64"), [v.get_value() for v in params]
+
+
+@pytest.mark.default_mode
+def test_wgan_gp_critic_steps_under_jax_as_in_the_default_mode():
+    outs_jax, params_jax = wgan_gp_critic_step("JAX")
+    outs, params = wgan_gp_critic_step(None)
+    np.testing.assert_allclose(outs_jax, outs, rtol=1e-5)
+    for got, want in zip(params_jax, params, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_jacobian_is_theanos_loop_in_values():
+    import pytensor.compile.mode
+    import pytensor.gradient
+
+    def loop(expression, wrt, *args):
+        return pytensor.gradient.jacobian(expression, wrt, *args, vectorize=False)
+
+    # PyTensor 3.0.7's scan fails in FAST_COMPILE (a KeyError on a constant)
+    mode = pytensor.compile.mode.Mode(linker="py", optimizer="fast_run")
+    vectorized, _ = wgan_gp_critic_step(mode)
+    looped, _ = wgan_gp_critic_step(mode, jacobian=loop)
+    np.testing.assert_allclose(vectorized, looped, rtol=1e-6)

@@ -48,7 +48,9 @@ from pytensor.tensor.sharedvar import TensorSharedVariable  # noqa: E402, F401
 from lasagne_bn_compat._names import lazy_submodules, missing_names
 from lasagne_bn_compat.theano._config import config  # noqa: F401  (``T.config`` existed)
 from lasagne_bn_compat.theano._pickled import TensorConstant, TensorType, TensorVariable  # noqa: F401
-from lasagne_bn_compat.theano.gradient import Lop, Rop  # noqa: F401  (without PyTensor's warning)
+
+# Lop / Rop without PyTensor's warning; a jacobian that traces under JAX
+from lasagne_bn_compat.theano.gradient import Lop, Rop, jacobian  # noqa: F401, F811
 
 inv = _pt.reciprocal
 sgn = _pt.sign  # PyTensor's ``sgn`` is a deprecated alias of ``sign``
