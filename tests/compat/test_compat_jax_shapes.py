@@ -52,13 +52,18 @@ def discriminator_step(mode):
     return losses, [v.get_value() for v in layers.get_all_params(net)]
 
 
-@pytest.mark.default_mode
-def test_conditional_dcgan_discriminator_steps_under_jax_as_in_the_default_mode():
-    losses_jax, params_jax = discriminator_step("JAX")
-    losses, params = discriminator_step(None)
-    np.testing.assert_allclose(losses_jax, losses, rtol=1e-5)
+def assert_jax_steps_as_the_default_mode(steps):
+    """``steps(mode)`` gives (outputs, parameters) after its training steps."""
+    outs_jax, params_jax = steps("JAX")
+    outs, params = steps(None)
+    np.testing.assert_allclose(outs_jax, outs, rtol=1e-5)
     for got, want in zip(params_jax, params, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.default_mode
+def test_conditional_dcgan_discriminator_steps_under_jax_as_in_the_default_mode():
+    assert_jax_steps_as_the_default_mode(discriminator_step)
 
 
 def wgan_gp_critic_step(mode, jacobian=None):
@@ -101,11 +106,7 @@ def wgan_gp_critic_step(mode, jacobian=None):
 
 @pytest.mark.default_mode
 def test_wgan_gp_critic_steps_under_jax_as_in_the_default_mode():
-    outs_jax, params_jax = wgan_gp_critic_step("JAX")
-    outs, params = wgan_gp_critic_step(None)
-    np.testing.assert_allclose(outs_jax, outs, rtol=1e-5)
-    for got, want in zip(params_jax, params, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    assert_jax_steps_as_the_default_mode(wgan_gp_critic_step)
 
 
 def test_jacobian_is_theanos_loop_in_values():
