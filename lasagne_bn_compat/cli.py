@@ -116,9 +116,12 @@ def _run(args) -> int:
 
 
 def _compiling_notice() -> None:
+    from lasagne_bn_compat import small_graphs
+
     print(
-        "lasagne-bn run: compiling the script's first function (Numba compiles its kernels "
-        "on first use: a minute or more the first time, cached for later runs)",
+        "lasagne-bn run: compiling the script's first function (graphs of more than "
+        f"{small_graphs.SMALL_GRAPH_NODES} nodes compile with Numba: a minute or more the "
+        "first time, cached for later runs)",
         file=sys.stderr,
         flush=True,
     )
