@@ -13,21 +13,12 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from compile_modes import mode_params
+from data.bilinear_cases import CASES
 from legacy_helpers import DATA, QUIET
 from legacy_helpers import legacy as legacy  # the fixture
 
 pytestmark = QUIET
 ORACLE = np.load(DATA / "bilinear_oracle.npz")
-CASES = {
-    "r2_1d": dict(ratio=2),
-    "r3_1d": dict(ratio=3),
-    "r2_2d": dict(ratio=2, use_1D_kernel=False),
-    "r3_2d": dict(ratio=3, use_1D_kernel=False),
-    "r2_1d_sizes": dict(ratio=2, batch_size=2, num_input_channels=3),
-    "frac_3_2": dict(frac_ratio=(3, 2), use_1D_kernel=False),
-    "frac_mixed": dict(frac_ratio=((2, 1), (5, 2)), use_1D_kernel=False),
-    "frac_reduced": dict(frac_ratio=(4, 2), use_1D_kernel=False),
-}
 
 
 # The Numba mode compiles the whole graph at once, and each case's convolutions are

@@ -11,7 +11,7 @@ by the tests.  How it was run, per /work/shared/LEGACY_ORACLE.md (Python
     export THEANO_FLAGS=device=cpu,floatX=float64,blas.ldflags=,base_compiledir=<scratch>
     <venv>/bin/python tests/data/make_bilinear_oracle.py tests/data/bilinear_oracle.npz
 
-Keys: ``x`` (2, 3, 4, 5); ``up/<case>`` for each case of :data:`CASES`;
+Keys: ``x`` (2, 3, 4, 5); ``up/<case>`` for each case of ``bilinear_cases.CASES``;
 ``k1/<r>`` and ``k2/<r>`` the kernels for r in 1, 2, 3.
 """
 
@@ -20,23 +20,12 @@ import sys
 import numpy as np
 import theano
 import theano.tensor as T
+from bilinear_cases import CASES  # this script's folder is on sys.path
 from theano.tensor.nnet.abstract_conv import (
     bilinear_kernel_1D,
     bilinear_kernel_2D,
     bilinear_upsampling,
 )
-
-#: name -> bilinear_upsampling keyword arguments
-CASES = {
-    "r2_1d": dict(ratio=2),
-    "r3_1d": dict(ratio=3),
-    "r2_2d": dict(ratio=2, use_1D_kernel=False),
-    "r3_2d": dict(ratio=3, use_1D_kernel=False),
-    "r2_1d_sizes": dict(ratio=2, batch_size=2, num_input_channels=3),
-    "frac_3_2": dict(frac_ratio=(3, 2), use_1D_kernel=False),
-    "frac_mixed": dict(frac_ratio=((2, 1), (5, 2)), use_1D_kernel=False),
-    "frac_reduced": dict(frac_ratio=(4, 2), use_1D_kernel=False),
-}
 
 
 def main(path):
