@@ -76,12 +76,6 @@ class _BySizeLinker(Linker):
     ``accept`` returns the chosen linker, so the function holds a plain one.
     """
 
-    def __init__(self, allow_gc: bool | None = None):
-        super().__init__(allow_gc=allow_gc)
-
-    def clone(self, allow_gc: bool | None = None) -> _BySizeLinker:
-        return type(self)(allow_gc=self.allow_gc if allow_gc is None else allow_gc)
-
     def accept(self, fgraph, no_recycling=None, profile=None):
         if getattr(fgraph, _SMALL, False):
             chosen = VMLinker(allow_gc=self.allow_gc, c_thunks=False, use_cloop=False)

@@ -149,22 +149,22 @@ def function(*args, **kwargs):
     # through theano.function registers all of our rewrites.
     register_rewrites()
     mode = kwargs.get("mode", args[2] if len(args) > 2 else None)
+    chosen = None
     if mode is None and numba_linker.is_default_numba_mode(None):
         from lasagne_bn_compat.small_graphs import GraphSizeMode
 
-        if len(args) > 2:
-            args = (*args[:2], GraphSizeMode(), *args[3:])
-        else:
-            kwargs["mode"] = GraphSizeMode()
+        chosen = GraphSizeMode()
     elif _is_jax_mode_name(mode):
         # the same mode, whose run-time argument checks raise our ValueError
         # rather than JAX's CpuCallback error that holds it
         from lasagne_bn.ops.jax.linker import jax_mode
 
-        if len(args) > 2:
-            args = (*args[:2], jax_mode(), *args[3:])
+        chosen = jax_mode()
+    if chosen is not None:
+        if len(args) > 2:  # the mode given by position
+            args = (*args[:2], chosen, *args[3:])
         else:
-            kwargs["mode"] = jax_mode()
+            kwargs["mode"] = chosen
     return _pt_function(*args, **kwargs)
 
 
