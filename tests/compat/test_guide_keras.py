@@ -11,24 +11,13 @@ training step's kernels (minutes on empty caches): the full tier.
 
 from __future__ import annotations
 
-import re
 import shutil
 
 import numpy as np
 import pytest
-from legacy_helpers import DATA, ROOT, run_cli
+from legacy_helpers import DATA, ROOT, guide_files, run_cli
 
 pytestmark = pytest.mark.slow
-
-
-def guide_script() -> str:
-    text = (ROOT / "migration_guide.md").read_text()
-    (block,) = [
-        b
-        for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-        if b.startswith("# keras_step.py\n")
-    ]
-    return block
 
 
 def test_the_guide_command_runs_the_script():
@@ -38,7 +27,7 @@ def test_the_guide_command_runs_the_script():
 
 @pytest.mark.parametrize("mode", ["default", "FAST_COMPILE"])
 def test_a_keras_model_saved_on_theano_trains_as_it_did_there(tmp_path, mode):
-    (tmp_path / "keras_step.py").write_text(guide_script())
+    (tmp_path / "keras_step.py").write_text(guide_files()["keras_step.py"])
     for name in ("keras_bn.h5", "keras_batch.npz"):
         shutil.copy(DATA / name, tmp_path)
     flags = [] if mode == "default" else ["--theano-flags", f"floatX=float32,mode={mode}"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytensor
 import pytest
-from legacy_helpers import DATA, QUIET, ROOT, run_cli
+from legacy_helpers import DATA, QUIET, ROOT, guide_files, run_cli
 
 import lasagne_bn.cli as cli
 import lasagne_bn_compat
@@ -31,17 +31,6 @@ import lasagne_bn_compat.io as cio
 
 pytestmark = [*QUIET, pytest.mark.filterwarnings("ignore:THEANO_FLAGS options ignored")]
 GUIDE = ROOT / "migration_guide.md"
-
-
-def guide_files() -> dict[str, str]:
-    text = GUIDE.read_text()
-    files = {}
-    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
-        first = block.splitlines()[0]
-        match = re.fullmatch(r"# (\w+\.py)", first)
-        if match:
-            files[match.group(1)] = block
-    return files
 
 
 def guide_commands(section: str) -> list[list[str]]:
