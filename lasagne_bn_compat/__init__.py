@@ -62,6 +62,9 @@ def install(*, theano_flags: str | None = None) -> None:
     """Make ``import theano`` and ``import lasagne`` resolve to this package's shims.
 
     Idempotent, except that a second call applies its ``theano_flags``.
+    While installed, ``if variable:`` is true for a tensor variable as in
+    Theano (only the result of ``<``, ``<=``, ``>``, ``>=`` raises), where
+    PyTensor raises for every variable (:mod:`lasagne_bn_compat.theano._truth`).
     Call it before the legacy code imports ``theano`` or ``lasagne``, and
     before anything imports PyTensor if the flags hold options PyTensor
     reads only at import (``optimizer``, ``base_compiledir``, ...).
@@ -105,6 +108,9 @@ def install(*, theano_flags: str | None = None) -> None:
         _finder = LegacyFinder()
         sys.meta_path.insert(0, _finder)
     _apply_flags(theano_flags)
+    from lasagne_bn_compat.theano import _truth
+
+    _truth.enable()
 
 
 def _apply_flags(theano_flags: str | None) -> None:
@@ -123,7 +129,8 @@ def uninstall() -> None:
     ``sys.modules`` (:func:`install` refuses to run when a real Theano or
     Lasagne was imported, so there is nothing else to put back).
     Objects that legacy code already created keep working (they are
-    lasagne_bn / PyTensor objects).  Configuration changes made through
+    lasagne_bn / PyTensor objects); their truth value is PyTensor's again.
+    Configuration changes made through
     ``THEANO_FLAGS`` stay.
     """
     global _finder
@@ -135,3 +142,6 @@ def uninstall() -> None:
         for name in _legacy_keys():
             del sys.modules[name]
         _finder = None
+        from lasagne_bn_compat.theano import _truth
+
+        _truth.disable()
