@@ -91,6 +91,7 @@ def test_the_guide_has_the_example():
         "load_legacy_weights.py",
         "build_net.py",  # section 5's lasagne-bn compare example (tests/compat/test_compare.py)
         "keras_step.py",  # section 2's Keras 2 example (tests/compat/test_guide_keras.py)
+        "nolearn_digits.py",  # section 2's nolearn example (tests/compat/test_guide_nolearn.py)
     }
     assert [c[0] for c in guide_commands("4. A worked example")] == ["run", "inspect", "convert"]
 
