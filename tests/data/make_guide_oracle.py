@@ -16,13 +16,12 @@ Not run by the tests.  Two steps, per /work/shared/LEGACY_ORACLE.md:
 """
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
-GUIDE = os.path.join(os.path.dirname(__file__), "..", "..", "migration_guide.md")
+from guide_scripts import guide_script  # next to this file
 
 STUB = """\
 import numpy as np
@@ -39,9 +38,7 @@ def load_digits():
 
 
 def legacy_script() -> str:
-    with open(GUIDE) as f:
-        blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
-    return next(b for b in blocks if b.startswith("# train_digits_legacy.py"))
+    return guide_script("train_digits_legacy.py")
 
 
 def main():

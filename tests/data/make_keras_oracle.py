@@ -23,7 +23,6 @@ Keras 2.2.4 and h5py installed into it (pip), Python 3.10 or later::
 import collections
 import collections.abc
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -34,19 +33,9 @@ for _name in ("Iterable", "Mapping", "MutableMapping", "Sequence", "Callable"):
     setattr(collections, _name, getattr(collections.abc, _name))
 
 import numpy as np  # noqa: E402
+from guide_scripts import guide_script  # noqa: E402  (next to this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GUIDE = os.path.join(HERE, "..", "..", "migration_guide.md")
-
-
-def guide_script():
-    text = open(GUIDE).read()
-    (block,) = [
-        b
-        for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-        if b.startswith("# keras_step.py\n")
-    ]
-    return block
 
 
 def make_model(h5_path, batch_path):
@@ -86,7 +75,7 @@ def main():
         shutil.copy(h5_path, folder)
         shutil.copy(batch_path, folder)
         with open(os.path.join(folder, "keras_step.py"), "w") as f:
-            f.write(guide_script())
+            f.write(guide_script("keras_step.py"))
         subprocess.check_call([sys.executable, "keras_step.py"], cwd=folder)
         shutil.copy(
             os.path.join(folder, "keras_step.npz"), os.path.join(HERE, "keras_step_oracle.npz")

@@ -18,31 +18,21 @@ scikit-learn, and nolearn 0.6.1 and tabulate installed into a folder
 """
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
+from guide_scripts import guide_script  # noqa: E402  (next to this file)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-GUIDE = os.path.join(HERE, "..", "..", "migration_guide.md")
-
-
-def guide_script():
-    text = open(GUIDE).read()
-    (block,) = [
-        b
-        for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-        if b.startswith("# nolearn_digits.py\n")
-    ]
-    return block
 
 
 def main():
     folder = tempfile.mkdtemp()
     try:
         with open(os.path.join(folder, "nolearn_digits.py"), "w") as f:
-            f.write(guide_script())
+            f.write(guide_script("nolearn_digits.py"))
         subprocess.check_call([sys.executable, "nolearn_digits.py"], cwd=folder)
         shutil.copy(
             os.path.join(folder, "nolearn_digits.npz"),
