@@ -8,12 +8,12 @@ names explicitly: ``from legacy_helpers import legacy, run_cli``.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from data.guide_scripts import guide_files  # noqa: F401  (the tests import it from here)
 
 import lasagne_bn_compat
 
@@ -38,18 +38,6 @@ def legacy():
         yield lasagne_bn_compat
     finally:
         lasagne_bn_compat.uninstall()
-
-
-def guide_files() -> dict[str, str]:
-    """The migration guide's example files: each ``python`` block whose first line
-    is ``# NAME.py``, by name."""
-    text = (ROOT / "migration_guide.md").read_text()
-    files = {}
-    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
-        match = re.fullmatch(r"# (\w+\.py)", block.splitlines()[0])
-        if match:
-            files[match.group(1)] = block
-    return files
 
 
 def cli_env(tmp_path: Path, extra: dict | None = None) -> dict:

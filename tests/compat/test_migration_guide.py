@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytensor
 import pytest
+from data.guide_scripts import file_name, python_blocks
 from legacy_helpers import DATA, QUIET, ROOT, guide_files, run_cli
 
 import lasagne_bn.cli as cli
@@ -129,9 +130,8 @@ def test_the_converted_files_agree(worked_example):
 
 def test_section_2_snippet_runs():
     text = GUIDE.read_text().split("## 2.")[1].split("\n## ")[0]
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     # the file examples (Keras's keras_step.py) have their own tests
-    (snippet,) = [b for b in blocks if not re.match(r"# \w+\.py\n", b)]
+    (snippet,) = [b for b in python_blocks(text) if file_name(b) is None]
     try:
         namespace: dict = {}
         exec(snippet, namespace)
