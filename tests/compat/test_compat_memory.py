@@ -43,7 +43,10 @@ def run_limited(code: str, cwd: Path, timeout: float = 300) -> subprocess.Comple
         f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({LIMIT_AS}, {LIMIT_AS}))\n"
     )
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "compat")])
+    # pytest puts tests/ on sys.path (pyproject's pythonpath); the helpers import from it.
+    env["PYTHONPATH"] = os.pathsep.join(
+        str(p) for p in (ROOT, ROOT / "tests", ROOT / "tests" / "compat")
+    )
     env.pop("THEANO_FLAGS", None)
     return subprocess.run(
         [sys.executable, "-c", prologue + textwrap.dedent(code)],
