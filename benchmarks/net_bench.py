@@ -35,6 +35,8 @@ Implementations, each in its own worker process:
   (:func:`lasagne_bn.ops.c.gemm.c_mode`: dense layers and softmax in C without
   a BLAS), or ``CVM`` when that cannot compile the network (the table says
   which, and why);
+- ``ours/portable``: the default mode with ``LASAGNE_BN_PORTABLE=1``: the
+  portable convolution kernels (BLAS) instead of the tuned ones;
 - ``ours/default-1thread``: the same with ``NUMBA_NUM_THREADS=1`` (what
   the default mode's parallel kernels cost or gain on a shared machine);
 - ``torch``: PyTorch CPU, 2 threads, glibc's default allocator;
@@ -76,7 +78,15 @@ import numpy as np
 
 EPS = 1e-4  # batch-norm epsilon, Lasagne's default
 NETS = ("resnet20", "mlp", "lstm", "dcgan")
-IMPLS = ("ours/default", "ours/default-1thread", "ours/JAX", "ours/C", "torch", "torch+recycle")
+IMPLS = (
+    "ours/default",
+    "ours/default-1thread",
+    "ours/portable",
+    "ours/JAX",
+    "ours/C",
+    "torch",
+    "torch+recycle",
+)
 THREADS = 2
 
 SIZES = {
@@ -561,7 +571,8 @@ def build(name: str, net: str, cfg: dict, weights: str) -> dict:
         impl["facts"]["compile_s"] = time.perf_counter() - t
         impl["facts"]["mode"] = f"PyTorch CPU, {THREADS} threads"
         return impl
-    return ours_impl(net, cfg, name.partition("/")[2].removesuffix("-1thread"), weights)
+    mode = name.partition("/")[2].removesuffix("-1thread")
+    return ours_impl(net, cfg, "default" if mode == "portable" else mode, weights)
 
 
 def check_value(result) -> float:
@@ -605,6 +616,8 @@ def worker_env(name: str) -> dict:
     env = dict(os.environ)
     if name.endswith("-1thread"):
         env["NUMBA_NUM_THREADS"] = "1"
+    if name == "ours/portable":
+        env["LASAGNE_BN_PORTABLE"] = "1"
     if name == "torch+recycle":
         env["MALLOC_MMAP_THRESHOLD_"] = str(256 * 2**20)
         env["MALLOC_TRIM_THRESHOLD_"] = str(512 * 2**20)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights
 from lasagne_bn.ops.numba._codegen import array_entries, check, dims
+from lasagne_bn.ops.numba.portable import kernels_module
 
-ENTRY_POINTS = array_entries(__file__, "conv_kernels")
+ENTRY_POINTS = array_entries(__file__, kernels_module())
 
 GRAD_WEIGHT_TASKS = 8  # partial filter-gradient sums (load balance over threads)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from lasagne_bn.ops.matmul import MatMul
 from lasagne_bn.ops.numba._codegen import array_entries, check, dims
+from lasagne_bn.ops.numba.portable import kernels_module
 
-ENTRY_POINTS = array_entries(__file__, "conv_kernels")
+ENTRY_POINTS = array_entries(__file__, kernels_module())
 
 
 @ENTRY_POINTS.register(MatMul)
