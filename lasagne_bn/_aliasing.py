@@ -40,6 +40,8 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.rewriting.basic import GraphRewriter
 from pytensor.graph.traversal import ancestors
 
+from lasagne_bn.ops.rewrites import define_group
+
 __all__ = ["MergeAliasedSharedInputs"]
 
 
@@ -130,3 +132,6 @@ def register() -> None:
         "numba",
         position=0.01,
     )
+
+
+define_group("aliasing", (), register)

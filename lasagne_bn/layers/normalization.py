@@ -46,6 +46,7 @@ from pytensor.tensor.type import TensorType
 
 from lasagne_bn import init, nonlinearities, utils
 from lasagne_bn.layers.base import Layer
+from lasagne_bn.layers.bn_statistics import STAT_STORAGES, converted_statistic
 from lasagne_bn.layers.helper import active_updates, add_update
 from lasagne_bn.ops import (
     batch_normalization,
@@ -83,7 +84,6 @@ __all__ = [
     "layer_norm",
 ]
 
-STAT_STORAGES = ("inv_std", "var")
 
 # Default initializers, kept as objects so that an explicitly passed
 # ``inv_std`` / ``var`` can be told from the default.
@@ -417,9 +417,6 @@ class BatchNormLayer(Layer):
             return False
         old = self._stat2
         if value is None:
-            # the conversions live with the other storage helpers (which import this module)
-            from lasagne_bn.layers.bn_storage import converted_statistic
-
             value = converted_statistic(self, storage, epsilon)
         elif not isinstance(old, SharedVariable) or np.shape(value) != np.shape(
             old.get_value(borrow=True)

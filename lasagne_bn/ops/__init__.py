@@ -27,7 +27,15 @@ The parallel kernels pick their thread count per call (see
 ``LASAGNE_BN_THREADS=<n>`` fixes it).
 """
 
-from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401  (every family)
+# This package assembles the graph level and the backends: the backends
+# register their implementations of the Ops (the Op modules never import a
+# backend; the JAX one is a hook that imports JAX on first use), and the
+# modules that own a rewrite group define it (see lasagne_bn.ops.rewrites).
+from lasagne_bn import _aliasing  # noqa: F401
+from lasagne_bn.ops import bn_fold_rewrite, conv_rewrites, matmul, pool_rewrites  # noqa: F401
+from lasagne_bn.ops import c as _c_registrations  # noqa: F401
+from lasagne_bn.ops import jax as _jax_hook  # noqa: F401
+from lasagne_bn.ops import numba as _numba_registrations  # noqa: F401
 from lasagne_bn.ops.api import (
     batch_normalization,
     batch_normalization_test,

@@ -26,14 +26,13 @@ from numba.extending import register_jitable
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Variable
 from pytensor.graph.replace import graph_replace
-from pytensor.link.c.op import COp
 from pytensor.scalar import upcast
 from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.shape import shape_i, specify_broadcastable
 from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops.c import bn as bn_c
+from lasagne_bn.ops.c_code import RegisteredCCode
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import kept_axes, reduced_size, stat_shape
 from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
@@ -340,7 +339,7 @@ def np_apply(x, gamma, beta, mean, std, dtype):
     return out
 
 
-class BatchNormCOp(RegisteredOnUnpickle, COp):
+class BatchNormCOp(RegisteredOnUnpickle, RegisteredCCode):
     """Shared C plumbing of the batch-norm Ops (code in :mod:`lasagne_bn.ops.c.bn`).
 
     float16 nodes have no C code (``NotImplementedError``): ``CVM`` runs
@@ -348,18 +347,6 @@ class BatchNormCOp(RegisteredOnUnpickle, COp):
     """
 
     rewrite_group = "bn"
-
-    def c_support_code(self, **kwargs):
-        return bn_c.support_code()
-
-    def c_headers(self, **kwargs):
-        return ["<math.h>", "<pthread.h>", "<sched.h>"]
-
-    def c_libraries(self, **kwargs):
-        return ["pthread"]
-
-    def c_code_cache_version(self):
-        return (bn_c.C_CODE_VERSION,)
 
 
 # --------------------------------------------------------------------------
@@ -436,9 +423,6 @@ class BatchNormTrain(BatchNormCOp):
             new_var = running_average_update(rvar, var * unbiasing(m), f)
             output_storage[3][0] = running_average_update(rmean, mean, f).astype(st_dtype)
             output_storage[4][0] = new_var.astype(st_dtype)
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return bn_c.train_code(self, node, name, inputs, outputs, sub)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
@@ -612,9 +596,6 @@ class BatchNormTrainGrad(BatchNormCOp):
         output_storage[1][0] = dgamma.astype(st_dtype)
         output_storage[2][0] = dbeta.astype(st_dtype)
 
-    def c_code(self, node, name, inputs, outputs, sub):
-        return bn_c.train_grad_code(self, node, name, inputs, outputs, sub)
-
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
         return [shapes[0], shapes[2], shapes[2]]
@@ -686,9 +667,6 @@ class BatchNormInference(BatchNormCOp):
             return
         output_storage[0][0] = np_inference(*inputs, self.axes)
 
-    def c_code(self, node, name, inputs, outputs, sub):
-        return bn_c.inference_code(self, node, name, inputs, outputs, sub)
-
     @compatible_infer_shape
     def infer_shape(self, node, shapes):
         return [shapes[0]]
@@ -749,9 +727,6 @@ class BatchNormApply(BatchNormCOp):
         if compiled_perform(node, inputs, output_storage):
             return
         output_storage[0][0] = np_apply(*inputs, node.outputs[0].type.dtype)
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return bn_c.apply_code(self, node, name, inputs, outputs, sub)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):

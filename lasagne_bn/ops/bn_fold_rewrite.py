@@ -33,6 +33,7 @@ from pytensor.tensor.math import Dot
 
 from lasagne_bn.ops.bn import BatchNormApply
 from lasagne_bn.ops.conv import Conv
+from lasagne_bn.ops.rewrites import define_group
 
 __all__ = ["TAG", "folding", "local_fold_batch_norm"]
 
@@ -93,3 +94,6 @@ def folding(mode=None) -> Mode:
 
     ensure_registered("bn")
     return base.including(TAG)
+
+
+define_group("bn", ("jax", "matmul"), register)

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 
 from pytensor.graph.basic import Apply, Constant
 
-__all__ = ["compiled_perform", "numpy_perform"]
+__all__ = ["compiled_perform", "numpy_perform", "set_node_compiler"]
 
 _state = threading.local()
 
@@ -49,6 +49,15 @@ def numpy_perform():
         _state.enabled = previous
 
 
+_compilers: list = []
+
+
+def set_node_compiler(compile_node) -> None:
+    """``compile_node(node)`` makes a node's Python-callable Numba function; the Numba
+    backend (:mod:`lasagne_bn.ops.numba`) sets it when imported."""
+    _compilers[:] = [compile_node]
+
+
 def _function(node: Apply):
     """The node's Numba function (Python-callable), or None when there is none."""
     cached = getattr(node.tag, "lasagne_bn_compiled", False)
@@ -60,10 +69,9 @@ def _function(node: Apply):
 
         # Only Ops with their own Numba implementation: PyTensor's fallback
         # for the others wraps ``perform`` itself.
-        if numba_funcify.dispatch(type(node.op)) is not numba_funcify.dispatch(object):
-            from lasagne_bn.ops.numba.linker import _node_function
-
-            fn = _node_function(node, {})
+        own = numba_funcify.dispatch(type(node.op)) is not numba_funcify.dispatch(object)
+        if own and _compilers:
+            fn = _compilers[0](node)
     except Exception:  # no Numba implementation for these types: NumPy it is
         fn = None
     node.tag.lasagne_bn_compiled = fn

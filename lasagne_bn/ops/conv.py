@@ -41,7 +41,6 @@ import pytensor.tensor as pt
 from numpy.lib.stride_tricks import as_strided
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
-from pytensor.link.c.op import COp
 from pytensor.scalar import upcast
 from pytensor.tensor.basic import MakeVector
 from pytensor.tensor.elemwise import Elemwise
@@ -49,7 +48,7 @@ from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops.c import conv as conv_c
+from lasagne_bn.ops.c_code import RegisteredCCode
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
 from lasagne_bn.ops.validation import check_float
@@ -526,7 +525,7 @@ def _layout(kind: str, n: int) -> str:
     return f"(batch, channels, {spatial})"
 
 
-class _ConvOp(RegisteredOnUnpickle, COp):
+class _ConvOp(RegisteredOnUnpickle, RegisteredCCode):
     """Shared parameters of the convolution Ops; ``convdim`` is set by each subclass.
 
     Their C code (modes ``C`` and ``CVM``) is in :mod:`lasagne_bn.ops.c.conv`;
@@ -577,21 +576,6 @@ class _ConvOp(RegisteredOnUnpickle, COp):
 
     def do_constant_folding(self, fgraph, node):
         return False
-
-    def c_support_code(self, **kwargs):
-        return conv_c.support_code()
-
-    def c_headers(self, **kwargs):
-        return ["<stdlib.h>", "<string.h>", "<limits.h>", "<pthread.h>", "<sched.h>"]
-
-    def c_libraries(self, **kwargs):
-        return ["pthread"]
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return conv_c.conv_code(self, node, name, inputs, outputs, sub)
-
-    def c_code_cache_version(self):
-        return (conv_c.C_CODE_VERSION,)
 
 
 KINDS = ("forward", "grad_inputs", "grad_weights")

@@ -17,6 +17,7 @@ from pytensor.graph.rewriting.basic import dfs_rewriter, node_rewriter
 from pytensor.tensor.basic import MakeVector
 
 from lasagne_bn.ops.conv import ConvGradInputs, ConvGradWeights
+from lasagne_bn.ops.rewrites import define_group
 
 
 @node_rewriter([ConvGradInputs, ConvGradWeights])
@@ -40,3 +41,6 @@ def register() -> None:
         "jax",
         position=100,
     )
+
+
+define_group("conv", ("jax", "matmul"), register)

@@ -34,7 +34,7 @@ from pytensor.graph.rewriting.basic import GraphRewriter
 from pytensor.tensor.math import Dot
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
+from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, define_group, ensure_registered
 
 FLOATS = ("float32", "float64")
 
@@ -114,3 +114,6 @@ def register() -> None:
     from pytensor.compile import optdb
 
     optdb.register("lasagne_bn_numba_matmul", UseMatMul(), "numba", position=48.9)
+
+
+define_group("matmul", ("jax",), register)

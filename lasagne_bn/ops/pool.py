@@ -41,11 +41,10 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import disconnected_type
 from pytensor.graph.basic import Apply, Constant, Variable
-from pytensor.link.c.op import COp
 from pytensor.tensor.type import TensorType, integer_dtypes
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
-from lasagne_bn.ops.c import pool as pool_c
+from lasagne_bn.ops.c_code import RegisteredCCode
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.conv import _disconnected, as_int_tuple, static_or
 from lasagne_bn.ops.rewrites import RegisteredOnUnpickle, ensure_registered
@@ -312,22 +311,10 @@ def np_average_pool_grad(x_shape, gz, p: PoolParams, dtype) -> np.ndarray:
 # Ops with static windows
 
 
-class _PoolCCode(RegisteredOnUnpickle, COp):
+class _PoolCCode(RegisteredOnUnpickle, RegisteredCCode):
     """The C code of every pooling Op (:mod:`lasagne_bn.ops.c.pool`)."""
 
     rewrite_group = "pool"
-
-    def c_support_code(self, **kwargs):
-        return pool_c.support_code()
-
-    def c_headers(self, **kwargs):
-        return ["<math.h>", "<string.h>"]
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return pool_c.pool_code(self, node, name, inputs, outputs, sub)
-
-    def c_code_cache_version(self):
-        return (pool_c.C_CODE_VERSION,)
 
 
 class _PoolOp(_PoolCCode):

@@ -20,6 +20,7 @@ from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.rewriting.basic import register_canonicalize, register_specialize
 
 from lasagne_bn.ops.pool import _KINDS, DynamicPool
+from lasagne_bn.ops.rewrites import define_group
 
 
 @node_rewriter([DynamicPool])
@@ -47,3 +48,6 @@ def register() -> None:
     """Add the rewrite to canonicalize and specialize (see :mod:`lasagne_bn.ops.rewrites`)."""
     register_canonicalize(local_static_pool_windows)
     register_specialize(local_static_pool_windows)
+
+
+define_group("pool", ("jax", "matmul"), register)

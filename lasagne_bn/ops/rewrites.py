@@ -2,9 +2,13 @@
 
 Importing :mod:`lasagne_bn` changes nothing in PyTensor's rewrite database
 (``pytensor.compile.optdb``): every rewrite of this package is registered the
-first time something that needs it is built, once per process:
+first time something that needs it is built, once per process.  The
+rewrites come in groups, each defined (:func:`define_group`) by the module
+that owns it when that module is imported, and :mod:`lasagne_bn.ops` imports
+them all; this module is the registry and knows none of them:
 
-- ``"jax"`` (any of our Ops, a layer graph, ``theano.function``):
+- ``"jax"`` (any of our Ops, a layer graph, ``theano.function``), defined
+  by the JAX backend's package (:mod:`lasagne_bn.ops.jax`):
   ``lasagne_bn_register_jax``, which imports :mod:`lasagne_bn.ops.jax.bn` (and
   so JAX) only when a function is first compiled in JAX mode, and the
   static-shape rewrites of :mod:`lasagne_bn.ops.static_shapes` (JAX mode only);
@@ -42,58 +46,29 @@ the data than a graph of plain PyTensor Ops, and no full-size temporaries.
 
 from __future__ import annotations
 
-import importlib
 import threading
-
-from pytensor.graph.rewriting.basic import GraphRewriter
+from collections.abc import Callable
 
 __all__ = [
     "GROUPS",
-    "RegisterJaxKernels",
     "RegisteredOnUnpickle",
+    "define_group",
     "ensure_registered",
     "register_rewrites",
     "registered",
 ]
 
 
-class RegisterJaxKernels(GraphRewriter):
-    """Leaves the graph alone; makes sure the JAX kernels are registered."""
-
-    def apply(self, fgraph):
-        importlib.import_module("lasagne_bn.ops.jax.bn")
-        importlib.import_module("lasagne_bn.ops.jax.conv")
-        importlib.import_module("lasagne_bn.ops.jax.matmul")
-        importlib.import_module("lasagne_bn.ops.jax.statistics")
-        importlib.import_module("lasagne_bn.ops.jax.pool")
+#: group -> (groups it needs first, its registration); each module that owns a
+#: group defines it with :func:`define_group` when imported (:mod:`lasagne_bn.ops`
+#: imports them all), so this module knows none of them.
+GROUPS: dict[str, tuple[tuple[str, ...], Callable[[], None]]] = {}
 
 
-def _register_jax() -> None:
-    from pytensor.compile import optdb
+def define_group(name: str, needs: tuple[str, ...], register: Callable[[], None]) -> None:
+    """Make ``register`` the registration of group ``name``, run after those of ``needs``."""
+    GROUPS[name] = (tuple(needs), register)
 
-    from lasagne_bn.ops import static_shapes
-
-    optdb.register("lasagne_bn_register_jax", RegisterJaxKernels(), "jax", position=0.05)
-    static_shapes.register()
-
-
-def _register_module(name: str):
-    def register() -> None:
-        importlib.import_module(name).register()
-
-    return register
-
-
-#: group -> (groups it needs first, its registration)
-GROUPS = {
-    "jax": ((), _register_jax),
-    "matmul": (("jax",), _register_module("lasagne_bn.ops.matmul")),
-    "bn": (("jax", "matmul"), _register_module("lasagne_bn.ops.bn_fold_rewrite")),
-    "conv": (("jax", "matmul"), _register_module("lasagne_bn.ops.conv_rewrites")),
-    "pool": (("jax", "matmul"), _register_module("lasagne_bn.ops.pool_rewrites")),
-    "aliasing": ((), _register_module("lasagne_bn._aliasing")),
-    "c_gemm": ((), _register_module("lasagne_bn.ops.c.gemm")),
-}
 
 _done: set[str] = set()
 _lock = threading.RLock()

@@ -54,7 +54,6 @@ from lasagne_bn.ops.bn import (
     stat_type,
     symbolic_m,
 )
-from lasagne_bn.ops.c import bn as bn_c
 from lasagne_bn.ops.compiled_perform import compiled_perform
 from lasagne_bn.ops.layout import reduced_size, stat_shape
 from lasagne_bn.ops.rewrites import ensure_registered
@@ -131,9 +130,6 @@ class Moments(BatchNormCOp):
         dtype = node.outputs[0].type.dtype
         for storage, value in zip(output_storage, np_moments(inputs[0], self.axes), strict=True):
             storage[0] = value.astype(dtype)
-
-    def c_code(self, node, name, inputs, outputs, sub):
-        return bn_c.moments_code(self, node, name, inputs, outputs, sub)
 
     @compatible_infer_shape
     def infer_shape(self, node, shapes):

@@ -56,8 +56,16 @@ import ast
 import numpy as np
 
 from lasagne_bn.ops import validation
+from lasagne_bn.ops.bn import (
+    BatchNormApply,
+    BatchNormInference,
+    BatchNormTrain,
+    BatchNormTrainGrad,
+)
 from lasagne_bn.ops.c import common as c_common
+from lasagne_bn.ops.c_code import CCode, register_c_code
 from lasagne_bn.ops.layout import channel_block, kept_axes
+from lasagne_bn.ops.statistics import Moments
 
 #: Keys PyTensor's on-disk cache of compiled modules (the Ops' and Moments'):
 #: this file, and the validation rules, which are generated into the code too.
@@ -1067,3 +1075,14 @@ def apply_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: 
 }}
 """
     return code
+
+
+_HEADERS = ("<math.h>", "<pthread.h>", "<sched.h>")
+for _op_class, _code in (
+    (BatchNormTrain, train_code),
+    (BatchNormTrainGrad, train_grad_code),
+    (BatchNormInference, inference_code),
+    (BatchNormApply, apply_code),
+    (Moments, moments_code),
+):
+    register_c_code(_op_class, CCode(_code, support_code, C_CODE_VERSION, _HEADERS, ("pthread",)))

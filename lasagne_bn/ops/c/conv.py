@@ -42,6 +42,8 @@ from __future__ import annotations
 import ast
 
 from lasagne_bn.ops.c import common as c_common
+from lasagne_bn.ops.c_code import CCode, register_c_code
+from lasagne_bn.ops.conv import Conv, ConvGradInputs, ConvGradWeights
 
 #: Keys PyTensor's on-disk cache of compiled modules (this file and the shared plumbing).
 C_CODE_VERSION = c_common.code_version(__file__)
@@ -443,3 +445,10 @@ def conv_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     }}"""
     release = ["Py_XDECREF(lcv_a);", "Py_XDECREF(lcv_b);", "free(lcv_w);"]
     return c_common.guarded(name, fail, code, release)
+
+
+_HEADERS = ("<stdlib.h>", "<string.h>", "<limits.h>", "<pthread.h>", "<sched.h>")
+for _op_class in (Conv, ConvGradInputs, ConvGradWeights):
+    register_c_code(
+        _op_class, CCode(conv_code, support_code, C_CODE_VERSION, _HEADERS, ("pthread",))
+    )

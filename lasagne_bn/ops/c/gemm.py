@@ -36,6 +36,7 @@ from pytensor.tensor.type import TensorType
 
 from lasagne_bn._compat_pytensor import compatible_infer_shape
 from lasagne_bn.ops.c import common as c_common
+from lasagne_bn.ops.rewrites import define_group
 
 __all__ = ["REWRITE_TAG", "ScipyDot22", "c_mode"]
 
@@ -169,3 +170,6 @@ def c_mode(linker: str = "c"):
 
     ensure_registered("c_gemm")
     return get_mode(linker.upper()).including(REWRITE_TAG)
+
+
+define_group("c_gemm", (), register)

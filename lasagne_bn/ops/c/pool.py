@@ -36,6 +36,8 @@ from __future__ import annotations
 import ast
 
 from lasagne_bn.ops.c import common as c_common
+from lasagne_bn.ops.c_code import CCode, register_c_code
+from lasagne_bn.ops.pool import AveragePoolGrad, DynamicPool, MaxPoolGrad, MaxPoolGradGrad, Pool
 
 #: Keys PyTensor's on-disk cache of compiled modules (this file and the shared plumbing).
 C_CODE_VERSION = c_common.code_version(__file__)
@@ -331,3 +333,9 @@ def pool_code(op, node, name: str, inputs: list[str], outputs: list[str], sub: d
     }}"""
     release = ["Py_XDECREF(lpl_a);", "Py_XDECREF(lpl_b);", "Py_XDECREF(lpl_c);"]
     return c_common.guarded(name, fail, code, release)
+
+
+for _op_class in (Pool, MaxPoolGrad, MaxPoolGradGrad, AveragePoolGrad, DynamicPool):
+    register_c_code(
+        _op_class, CCode(pool_code, support_code, C_CODE_VERSION, ("<math.h>", "<string.h>"))
+    )

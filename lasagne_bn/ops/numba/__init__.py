@@ -15,4 +15,15 @@ Importing this package registers the Ops and changes nothing else in the
 process (no kernel is compiled, no global Numba state is touched).
 """
 
+from lasagne_bn.ops.compiled_perform import set_node_compiler
 from lasagne_bn.ops.numba import bn, conv, matmul, pool, statistics  # noqa: F401  (registrations)
+
+
+def _compile_node(node):
+    """The node's Numba function, for ``perform`` in the unoptimized modes."""
+    from lasagne_bn.ops.numba.linker import _node_function  # PyTensor's linker, on first use
+
+    return _node_function(node, {})
+
+
+set_node_compiler(_compile_node)
