@@ -42,10 +42,10 @@ r = np.random.default_rng(0)
 results = fn(r.normal(size=(2, 3, 8, 8)), r.normal(size=(4, 3, 3, 3)), np.ones(4))
 assert all(np.isfinite(v).all() for v in results)
 
-from lasagne_bn.ops.numba import bn_kernels, conv_kernels, pool_kernels, threads, workshare
+from lasagne_bn.ops.numba import bn_kernels, conv_kernels, pool_kernels, threads
 
 compiled, literal = 0, []
-for module in (bn_kernels, conv_kernels, pool_kernels, threads, workshare):
+for module in (bn_kernels, conv_kernels, pool_kernels, threads):
     for name, obj in vars(module).items():
         if isinstance(obj, Dispatcher):
             for sig in obj.signatures:

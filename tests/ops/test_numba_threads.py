@@ -238,15 +238,3 @@ def test_one_and_two_threads_agree_bitwise(compiled, restore_setting):
         results[threads] = [*train(x, k, g, b, d, gd, bd), infer(x, g[:3], b[:3], m, v)]
     for one, two in zip(results[1], results[2], strict=True):
         np.testing.assert_array_equal(one, two)
-
-
-def test_capacity_ignores_load_but_not_size_setting_or_cpus(restore_setting):
-    """What a work-shared pass offers its helpers: the count without the load term."""
-    cpus = nt.affinity_cpus()
-    limit = nt.cpu_limit()
-    usable = min(cpus, limit) if limit > 0 else cpus
-    assert nt.capacity_for(BIG, 1000, 64) == min(64, usable)
-    assert nt.capacity_for(10, 1000, 64) == 1
-    assert nt.capacity_for(BIG, 1000, 1) == 1
-    nt.set_kernel_threads(1)
-    assert nt.capacity_for(BIG, 1000, 64) == 1

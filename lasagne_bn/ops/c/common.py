@@ -231,8 +231,7 @@ typedef void (*lbn_piece_fn)(void* pieces, int i);
 
 /* The helper threads every C module of this version shares (the first
    module to need them starts them and leaves a capsule on
-   lasagne_bn.ops.c.common; the others find it there), the design of
-   lasagne_bn/ops/numba/workshare.py: the caller publishes a job and takes
+   lasagne_bn.ops.c.common; the others find it there): the caller publishes a job and takes
    pieces itself from an atomic counter; helpers, woken through a futex,
    take pieces from the same counter when they get a core.  The caller waits
    only for pieces a helper has already taken, so a helper whose core wakes

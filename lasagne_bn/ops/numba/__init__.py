@@ -3,11 +3,13 @@
 One module per Op family registers its Ops with PyTensor's Numba dispatch
 (``bn``, ``conv``, ``pool``, ``statistics``, ``matmul``); the kernels they call
 live in the matching ``*_kernels`` modules (``matmul``: the convolution
-kernels' GEMM engine) and are compiled the first time a node needs them.
-Shared plumbing: :mod:`.jit` (the kernels' ``njit``: no copy compiled per
-constant argument), :mod:`._codegen` (generated wrappers, C entry points,
-cache keys), :mod:`.threads` (per-call thread counts), :mod:`.workshare`
-(helper threads that share a pass without a barrier), :mod:`.float16`,
+kernels' GEMM engine; :mod:`.conv_blas_kernels` is their portable twin,
+chosen by :mod:`.portable`) and are compiled the first time a node needs
+them.  Shared plumbing: :mod:`.jit` (the kernels' ``njit``: no copy
+compiled per constant argument), :mod:`._codegen` (generated wrappers, C
+entry points, cache keys), :mod:`.threads` (per-call thread counts, in
+Numba's thread pool, the only one the kernels use), :mod:`.blas` (SciPy's
+BLAS for the portable kernels), :mod:`.float16`,
 :mod:`.linker` (the per-node linker for very large graphs) and
 :mod:`.elemwise` (its large elementwise nodes on the kernel threads).
 

@@ -22,10 +22,8 @@ float32 value, so ``x - mean`` is as exact as in float64, and the rest is
 one multiply-add rounded once more than the output; it makes those passes
 memory-bound instead of conversion-bound.
 
-The elementwise passes are cut into chunks of about ``CHUNK_BYTES``: a
-``prange`` over them, or, when the machine's load left the call one thread,
-shared with the helper threads of :mod:`.workshare` (``_shared``), which
-take chunks only when they get a core (same bits either way).
+The elementwise passes are cut into chunks of about ``CHUNK_BYTES``, a
+``prange`` over them (same bits on any number of threads).
 
 The drivers are exported as C-callable functions (``ENTRIES``; see
 :class:`lasagne_bn.ops.numba._codegen.EntryPoints`), one per input dtype,
@@ -44,14 +42,11 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from lasagne_bn.ops.numba import workshare
 from lasagne_bn.ops.numba.jit import njit
 from lasagne_bn.ops.numba.threads import (
     BATCH_NORM,
-    _get_num_threads,
     ensure_symbols,
     enter_threads,
-    kernel_capacity,
     set_num_threads,
 )
 
@@ -71,7 +66,6 @@ TASKS = 32
 # function do not start the pool, and the parallel-for launcher is then a
 # null pointer (a segfault on first call).
 ensure_symbols()
-workshare.ensure_symbols()
 
 kernel = njit(parallel=True, fastmath=FASTMATH, cache=True, nogil=True)
 driver = njit(fastmath=FASTMATH, cache=True, nogil=True)
@@ -722,150 +716,6 @@ def _grad_chunks(x3, dy3, mean, k_dy, k_x, k_0, dx3, chunk, pairs):
         _grad_span(x3, dy3, mean, k_dy, k_x, k_0, dx3, lo, min(items, lo + chunk), pairs)
 
 
-# --------------------------------------------------------------------------
-# the elementwise passes shared with the helper threads (see workshare.py)
-#
-# A job's arguments, in the words of workshare.params(): what, dtype code,
-# the array addresses, the shape, the chunking.
-
-_KIND, _CODE, _X, _DY, _OUT, _A, _C, _B, _CHUNK, _PAIRS, _ITEMS, _V0 = range(12)  # _V0: 4 words
-_AFFINE, _GRAD = 0, 1
-
-
-def _dtype_code(x):
-    """0: float32 (float32 constants), 1: float64, 2: float16 bits (float64 constants)."""
-
-
-@overload(_dtype_code)
-def _dtype_code_impl(x):
-    code = {types.float32: 0, types.float64: 1, types.uint16: 2}[x.dtype]
-    return lambda x: code
-
-
-def _pointer_intrinsic(dtype):
-    @intrinsic
-    def pointer(typingctx, address):
-        sig = types.CPointer(dtype)(types.int64)
-
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], context.get_value_type(types.CPointer(dtype)))
-
-        return sig, codegen
-
-    return pointer
-
-
-_f32_at = _pointer_intrinsic(types.float32)
-_f64_at = _pointer_intrinsic(types.float64)
-_u16_at = _pointer_intrinsic(types.uint16)
-
-
-@driver
-def _chunk_of(p, i, x3, dy3, out3, v0, v1, v2, v3):
-    lo = i * p[_CHUNK]
-    hi = min(p[_ITEMS], lo + p[_CHUNK])
-    if p[_KIND] == _AFFINE:
-        _affine_span(x3, v0, v1, v2, out3, lo, hi, p[_PAIRS] != 0)
-    else:
-        _grad_span(x3, dy3, v0, v1, v2, v3, out3, lo, hi, p[_PAIRS] != 0)
-
-
-@driver
-def _run_chunk(p, i):
-    """Chunk ``i`` of the job described by the words ``p``: the helpers' dispatch."""
-    shape = (p[_A], p[_C], p[_B])
-    C = p[_C]
-    if p[_CODE] == 0:
-        _chunk_of(
-            p, i,
-            numba.carray(_f32_at(p[_X]), shape),
-            numba.carray(_f32_at(p[_DY]), shape),
-            numba.carray(_f32_at(p[_OUT]), shape),
-            numba.carray(_f32_at(p[_V0]), (C,)),
-            numba.carray(_f32_at(p[_V0 + 1]), (C,)),
-            numba.carray(_f32_at(p[_V0 + 2]), (C,)),
-            numba.carray(_f32_at(p[_V0 + 3]), (C,)),
-        )  # fmt: skip
-        return
-    v0 = numba.carray(_f64_at(p[_V0]), (C,))
-    v1 = numba.carray(_f64_at(p[_V0 + 1]), (C,))
-    v2 = numba.carray(_f64_at(p[_V0 + 2]), (C,))
-    v3 = numba.carray(_f64_at(p[_V0 + 3]), (C,))
-    if p[_CODE] == 1:
-        x3 = numba.carray(_f64_at(p[_X]), shape)
-        _chunk_of(p, i, x3, numba.carray(_f64_at(p[_DY]), shape),
-                  numba.carray(_f64_at(p[_OUT]), shape), v0, v1, v2, v3)  # fmt: skip
-    else:
-        x3 = numba.carray(_u16_at(p[_X]), shape)
-        _chunk_of(p, i, x3, numba.carray(_u16_at(p[_DY]), shape),
-                  numba.carray(_u16_at(p[_OUT]), shape), v0, v1, v2, v3)  # fmt: skip
-
-
-@driver
-def _helper_main(helper):
-    """A helper thread's life: take chunks of each job offered to it, sleep in between."""
-    while True:
-        seen = workshare.bell()
-        while True:
-            i = workshare.helper_claim(helper)
-            if i < 0:
-                break
-            _run_chunk(workshare.params(), i)
-            workshare.helper_finish()
-        workshare.sleep(seen)
-
-
-@driver
-def _helper_threads(work, previous):
-    """The threads to share an elementwise pass with the helpers; 1: do not share it.
-
-    Only when the load took threads from the pass (:func:`enter_threads`
-    chose fewer than the cores it may use): on a quiet machine Numba's pool
-    starts a ``prange`` sooner than a helper wakes from its futex, and its
-    workers, spinning after the statistics pass, would share the helper's
-    core ((32, 256, 28, 28) training 14.4 -> 16.9 ms with the helpers used
-    on a quiet machine too).
-    """
-    now = _get_num_threads()
-    if now >= previous:  # nothing taken away: skip the affinity system call
-        return 1
-    threads = kernel_capacity(work, BATCH_NORM, previous)
-    return threads if now < threads else 1
-
-
-@driver
-def _shared(kind, x3, dy3, out3, v0, v1, v2, v3, pairs, threads):
-    """Run an elementwise pass with the helpers; False (nothing done) when none is free."""
-    A, C, B = x3.shape
-    items, chunk = _span_items(x3, pairs)
-    n = (items + chunk - 1) // chunk
-    if threads <= 1 or n <= 1:
-        return False
-    offered = workshare.begin(threads - 1)
-    if offered <= 0:
-        return False
-    p = workshare.params()
-    p[_KIND], p[_CODE] = kind, _dtype_code(x3)
-    p[_X], p[_DY], p[_OUT] = x3.ctypes.data, dy3.ctypes.data, out3.ctypes.data
-    p[_V0], p[_V0 + 1] = v0.ctypes.data, v1.ctypes.data
-    p[_V0 + 2], p[_V0 + 3] = v2.ctypes.data, v3.ctypes.data
-    p[_A], p[_C], p[_B] = A, C, B
-    p[_CHUNK], p[_PAIRS], p[_ITEMS] = chunk, 1 if pairs else 0, items
-    workshare.launch(n, offered)
-    while True:
-        i = workshare.claim()
-        if i >= n:
-            break
-        lo = i * chunk
-        if kind == _AFFINE:
-            _affine_span(x3, v0, v1, v2, out3, lo, min(items, lo + chunk), pairs)
-        else:
-            _grad_span(x3, dy3, v0, v1, v2, v3, out3, lo, min(items, lo + chunk), pairs)
-        workshare.finish()
-    workshare.end(n)
-    return True
-
-
 @driver
 def _pair_sweeps(constants):
     """Whether a 2D elementwise pass should sweep two rows at once.
@@ -914,18 +764,13 @@ def channel_moments(x3):
 
 
 @driver
-def _affine(x3, shift, scale, offset, out3, previous):
-    """``out3 = (x3 - shift) * scale + offset`` per channel, in the working precision.
-
-    Shared with the helper threads when there are any (``previous``: the
-    caller's thread count), else a ``prange`` over the same chunks.
-    """
-    A, C, B = x3.shape
+def _affine(x3, shift, scale, offset, out3):
+    """``out3 = (x3 - shift) * scale + offset`` per channel, in the working precision:
+    a ``prange`` over chunks of about ``CHUNK_BYTES``."""
+    B = x3.shape[2]
     sh, k, o = _work_vector(shift, x3), _work_vector(scale, x3), _work_vector(offset, x3)
     pairs = B == 1 and _pair_sweeps(k)
-    threads = _helper_threads(A * C * B, previous)
-    if not _shared(_AFFINE, x3, x3, out3, sh, k, o, o, pairs, threads):
-        _affine_chunks(x3, sh, k, o, out3, _span_items(x3, pairs)[1], pairs)
+    _affine_chunks(x3, sh, k, o, out3, _span_items(x3, pairs)[1], pairs)
 
 
 @driver
@@ -937,7 +782,7 @@ def train_forward(x3, gamma, beta, epsilon, out3):
     invstd = 1.0 / np.sqrt(var + epsilon)
     scale = gamma * invstd
     offset = beta - mu * scale
-    _affine(x3, shift, scale, offset, out3, previous)
+    _affine(x3, shift, scale, offset, out3)
     set_num_threads(previous)
     return shift + mu, invstd, var
 
@@ -963,9 +808,7 @@ def train_backward(x3, dy3, gamma, mean, invstd, g_mean, g_var, dx3):
     mu, k1 = _work_vector(mean, x3), _work_vector(k_dy, x3)
     k2, k3 = _work_vector(k_x, x3), _work_vector(k_0, x3)
     pairs = B == 1 and _pair_sweeps(k1)
-    threads = _helper_threads(A * C * B, previous)
-    if not _shared(_GRAD, x3, dy3, dx3, mu, k1, k2, k3, pairs, threads):
-        _grad_chunks(x3, dy3, mu, k1, k2, k3, dx3, _span_items(x3, pairs)[1], pairs)
+    _grad_chunks(x3, dy3, mu, k1, k2, k3, dx3, _span_items(x3, pairs)[1], pairs)
     set_num_threads(previous)
     return s_dyx * invstd, s_dy
 
@@ -976,7 +819,7 @@ def inference(x3, gamma, beta, mean, var, epsilon, out3):
     A, C, B = x3.shape
     previous = enter_threads(A * C * B, BATCH_NORM)
     scale = gamma / np.sqrt(var + epsilon)
-    _affine(x3, mean, scale, beta, out3, previous)
+    _affine(x3, mean, scale, beta, out3)
     set_num_threads(previous)
 
 
@@ -1083,9 +926,3 @@ def entry_signature(name: str, dtype: str):
         "d": types.float64,
     }
     return types.int32(*(codes[c] for c in ENTRIES[name][1]))
-
-
-# The helper threads start with the first kernel compiled (this module is
-# imported then), running a loop compiled (or loaded from the cache) first.
-_helper_main.compile((types.int64,))
-workshare.ensure_helpers(_helper_main)

@@ -28,15 +28,11 @@ C entry point asks :func:`threads_for` before it runs:
 - at least ``MIN_WORK / 2`` of the work per thread.
 
 The thread count is set with ``numba.set_num_threads`` (thread-local in
-jitted code) for the call and restored after it; nothing global changes.
-When the load took threads away, the batch-norm kernels' elementwise passes
-(the output and ``dx`` writes) are not run on that one thread but shared
-with :mod:`.workshare`'s helper threads, up to :func:`capacity_for` (the
-count without the load term): a shared pass never waits for a thread that
-did not get a core, so it can use whatever share of the cores it gets.
-:func:`set_kernel_threads` (or ``LASAGNE_BN_THREADS=<n>`` at import) fixes
-the count for every call instead (still capped by Numba's count), which is
-also how the tests run the parallel code on small inputs.
+jitted code) for the call and restored after it; nothing global changes,
+and no thread is started besides Numba's pool.  :func:`set_kernel_threads`
+(or ``LASAGNE_BN_THREADS=<n>`` at import) fixes the count for every call
+instead (still capped by Numba's count), which is also how the tests run the
+parallel code on small inputs.
 
 The kernels reach this policy through C symbols (:data:`ENTER_SYMBOL`, a
 ``cfunc`` compiled here) and the setting through a small process-wide C
@@ -109,7 +105,7 @@ _STATE = (ctypes.c_int64 * _STATE_SIZE)()
 def external_words(builder: ir.IRBuilder, symbol: str, size: int) -> ir.Value:
     """An ``int64*`` to the process-wide buffer ``symbol`` (``size`` words), declared as
     an external global: the JIT resolves it by name when the code loads, so no
-    address is baked into a cached kernel.  Shared with :mod:`.workshare`."""
+    address is baked into a cached kernel."""
     module = builder.module
     try:
         var = module.get_global(symbol)
@@ -297,21 +293,6 @@ def threads_for(work, min_work) -> int:
     return choose_threads(work, min_work, 0, ceiling, cpus, state[_ONLINE], runnable)
 
 
-@driver
-def capacity_for(work, min_work, ceiling) -> int:
-    """The threads a work-shared pass (:mod:`.workshare`) offers its chunks to.
-
-    :func:`threads_for` without the load term: such a pass never waits for
-    a thread that does not get a core, so on a busy machine it offers the
-    work to every core it may use and takes whatever share it gets.
-    """
-    state = numba.carray(_state_pointer(), (_STATE_SIZE,))
-    setting = state[_SETTING]
-    if setting > 0 or ceiling <= 1 or work < min_work:
-        return choose_threads(work, min_work, setting, ceiling, 0, 0, -1)
-    return choose_threads(work, min_work, 0, ceiling, _usable_cpus(state), state[_ONLINE], -1)
-
-
 # --------------------------------------------------------------------------
 # Python side
 
@@ -326,13 +307,7 @@ def _enter(work, kind):
     return previous
 
 
-def _capacity(work, kind, ceiling):
-    state = numba.carray(_state_pointer(), (_STATE_SIZE,))
-    return capacity_for(work, state[_MIN_WORK_SLOT + kind], ceiling)
-
-
 ENTER_SYMBOL = "lasagne_bn_kernel_threads_enter"
-CAPACITY_SYMBOL = "lasagne_bn_kernel_threads_capacity"
 _enter_cfunc: list = []  # the compiled _enter, once ensure_symbols() ran
 _symbols_lock = threading.Lock()
 
@@ -354,21 +329,12 @@ def ensure_symbols() -> None:
         llvm.add_symbol(STATE_SYMBOL, ctypes.addressof(_STATE))
         cfunc = numba.cfunc(types.int64(types.int64, types.int64), cache=True)(_enter)
         llvm.add_symbol(ENTER_SYMBOL, cfunc.address)
-        capacity = numba.cfunc(types.int64(types.int64, types.int64, types.int64), cache=True)(
-            _capacity
-        )
-        llvm.add_symbol(CAPACITY_SYMBOL, capacity.address)
-        _enter_cfunc.extend([cfunc, capacity])
+        _enter_cfunc.append(cfunc)
 
 
 #: For the kernels: ``previous = enter_threads(work, KIND)`` before their
 #: parallel loops, ``set_num_threads(previous)`` after.
 enter_threads = types.ExternalFunction(ENTER_SYMBOL, types.int64(types.int64, types.int64))
-#: ``threads = kernel_capacity(work, KIND, previous)``: the threads a
-#: work-shared pass offers its chunks to (``previous``: the caller's count).
-kernel_capacity = types.ExternalFunction(
-    CAPACITY_SYMBOL, types.int64(types.int64, types.int64, types.int64)
-)
 
 
 def cpu_limit() -> int:
