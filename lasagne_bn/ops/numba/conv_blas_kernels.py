@@ -228,12 +228,6 @@ def _grad_inputs(k, dy, dx, sh, sw, dh, dw, pt, pb, pl, pr, G):
         _forward(dy, transposed_flipped(k, G), dx, 1, 1, dh, dw, qt, qb, ql, qr, G)
         return
     kf, yf, xf = k.reshape(-1), dy.reshape(-1), dx.reshape(-1)
-    if pointwise(kh, kw, sh, sw, pt, pb, pl, pr):
-        for task in prange(N * G):
-            n, g = task // G, task % G
-            x0, y0 = (n * C + g * Cg) * Q, (n * F + g * Fg) * Q
-            gemm(True, False, K, Q, Fg, kf, g * Fg * K, K, yf, y0, Q, 0.0, xf, x0, Q)
-        return
     rows = block_rows(K, Ho, Wo)
     for task in prange(N * G):  # one image and group per task: its dx planes are its own
         n, g = task // G, task % G
