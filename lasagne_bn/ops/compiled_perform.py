@@ -25,6 +25,7 @@ True
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from pytensor.graph.basic import Apply, Constant
@@ -49,13 +50,14 @@ def numpy_perform():
         _state.enabled = previous
 
 
-_compilers: list = []
+_compile_node: Callable[[Apply], Callable] | None = None
 
 
-def set_node_compiler(compile_node) -> None:
+def set_node_compiler(compile_node: Callable[[Apply], Callable]) -> None:
     """``compile_node(node)`` makes a node's Python-callable Numba function; the Numba
     backend (:mod:`lasagne_bn.ops.numba`) sets it when imported."""
-    _compilers[:] = [compile_node]
+    global _compile_node
+    _compile_node = compile_node
 
 
 def _function(node: Apply):
@@ -70,8 +72,8 @@ def _function(node: Apply):
         # Only Ops with their own Numba implementation: PyTensor's fallback
         # for the others wraps ``perform`` itself.
         own = numba_funcify.dispatch(type(node.op)) is not numba_funcify.dispatch(object)
-        if own and _compilers:
-            fn = _compilers[0](node)
+        if own and _compile_node is not None:
+            fn = _compile_node(node)
     except Exception:  # no Numba implementation for these types: NumPy it is
         fn = None
     node.tag.lasagne_bn_compiled = fn

@@ -231,12 +231,13 @@ typedef void (*lbn_piece_fn)(void* pieces, int i);
 
 /* The helper threads every C module of this version shares (the first
    module to need them starts them and leaves a capsule on
-   lasagne_bn.ops.c.common; the others find it there): the caller publishes a job and takes
-   pieces itself from an atomic counter; helpers, woken through a futex,
-   take pieces from the same counter when they get a core.  The caller waits
-   only for pieces a helper has already taken, so a helper whose core wakes
-   late (a VM's idle vCPU took 0.4 ms) leaves its pieces to the caller
-   instead of making it wait, as joining a thread started per call did.
+   lasagne_bn.ops.c.common; the others find it there): the caller publishes
+   a job and takes pieces itself from an atomic counter; helpers, woken
+   through a futex, take pieces from the same counter when they get a core.
+   The caller waits only for pieces a helper has already taken, so a helper
+   whose core wakes late (a VM's idle vCPU took 0.4 ms) leaves its pieces
+   to the caller instead of making it wait, as joining a thread started per
+   call did.
    A helper watches for the next job for at most LBN_POOL_LINGER_NS after
    one, then sleeps in the kernel until woken: nothing spins longer. */
 typedef struct {

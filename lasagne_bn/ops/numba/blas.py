@@ -1,19 +1,19 @@
 """Matrix products for the Numba kernels: SciPy's BLAS, one thread per call.
 
-The convolution and matrix-product kernels (:mod:`.conv_kernels`) split
+The portable convolution and matrix-product kernels (:mod:`.conv_blas_kernels`) split
 their work over Numba's thread pool (``prange``) and hand each task's
 products to the BLAS that SciPy ships and links (``scipy.linalg.cython_blas``,
 the one PyTensor's C backend and Numba's ``np.dot`` use).  So that the two
-pools do not fight, that BLAS runs one thread per call: :func:`ensure_blas`,
-called when the kernel module is imported (when a kernel is first compiled,
-never when :mod:`lasagne_bn` is imported), sets SciPy's BLAS libraries to one
-thread through threadpoolctl.  NumPy's own BLAS (a separate library in the
+pools do not fight, that BLAS runs one thread per call: importing this
+module (which the portable kernels do when one is first compiled, never
+:mod:`lasagne_bn` itself) sets SciPy's BLAS libraries to one thread through
+threadpoolctl.  NumPy's own BLAS (a separate library in the
 wheels) keeps its threads.
 
 :func:`gemm` takes row-major operands as flat arrays with offsets and
 leading dimensions, so the kernels pass views of their buffers without
-copies.  The BLAS routines are reached through LLVM symbols that
-:func:`ensure_blas` registers (their addresses come from SciPy's capsules),
+copies.  The BLAS routines are reached through LLVM symbols registered at
+import (their addresses come from SciPy's capsules),
 so no address is baked into a kernel and the kernels stay cacheable on disk.
 
 >>> import numpy as np
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -41,8 +40,6 @@ from lasagne_bn.ops.numba.jit import njit
 driver = njit(cache=True, nogil=True)
 
 _SYMBOLS = {"sgemm": "lasagne_bn_blas_sgemm", "dgemm": "lasagne_bn_blas_dgemm"}
-_lock = threading.Lock()
-_registered: list[str] = []
 
 
 def _capsule_address(capsule: object) -> int:
@@ -71,21 +68,15 @@ def _scipy_blas_libraries(controller) -> list:
     return own or blas
 
 
-def ensure_blas() -> None:
-    """Register the BLAS symbols with LLVM and set SciPy's BLAS to one thread (once)."""
-    if _registered:
-        return
-    with _lock:
-        if _registered:
-            return
-        from scipy.linalg import cython_blas
-        from threadpoolctl import ThreadpoolController
+def _register() -> None:
+    """Register the BLAS symbols with LLVM and set SciPy's BLAS to one thread."""
+    from scipy.linalg import cython_blas
+    from threadpoolctl import ThreadpoolController
 
-        for routine, symbol in _SYMBOLS.items():
-            llvm.add_symbol(symbol, _capsule_address(cython_blas.__pyx_capi__[routine]))
-        for lib in _scipy_blas_libraries(ThreadpoolController()):
-            lib.set_num_threads(1)
-        _registered.extend(_SYMBOLS.values())
+    for routine, symbol in _SYMBOLS.items():
+        llvm.add_symbol(symbol, _capsule_address(cython_blas.__pyx_capi__[routine]))
+    for lib in _scipy_blas_libraries(ThreadpoolController()):
+        lib.set_num_threads(1)
 
 
 # Fortran's xGEMM takes every argument by address; an address is passed as
@@ -137,6 +128,6 @@ def _keep_alive(*arrays):
     (it frees a variable after its last use, and an address is not a use)."""
 
 
-# The kernels call gemm when they are imported to compile; the symbols must
-# be there before any of them is compiled or loaded from the disk cache.
-ensure_blas()
+# Once per process (Python imports a module once): the symbols must be there
+# before any kernel that calls gemm is compiled or loaded from the disk cache.
+_register()

@@ -84,7 +84,7 @@ def _splits(n_items: int, n_groups: int) -> int:
 
 # Channel-vector bytes from which the 2D elementwise passes sweep two rows at once
 PAIR_SWEEP_BYTES = 8192
-# Bytes of the input per chunk of a work-shared elementwise pass.
+# Bytes of the input per chunk of an elementwise pass.
 CHUNK_BYTES = 1 << 16
 
 # Columns per tile of the 2D (inner == 1) reductions: the tile's float64
@@ -688,8 +688,8 @@ def _span_items(x3, pairs):
     """``(items, items per chunk)`` of an elementwise pass over ``x3``.
 
     A chunk is about ``CHUNK_BYTES`` of ``x3``: small enough that the
-    threads share the pass evenly and a helper rarely holds a chunk when it
-    loses its core, large enough that taking one (an atomic add) is noise.
+    threads share the pass evenly, large enough that each ``prange``
+    iteration's overhead is noise.
     """
     A, C, B = x3.shape
     items = A if B == 1 else A * C

@@ -5,8 +5,9 @@ one instruction set.  The 2-D convolutions, their gradients and plain
 matrix products (:class:`lasagne_bn.ops.matmul.MatMul`) are products of
 SciPy's BLAS (:func:`.blas.gemm`), one BLAS thread per task of Numba's
 thread pool; 3-D convolutions keep :mod:`.conv_kernels`' entry points
-(generic code around the same 2-D engine).  :func:`lasagne_bn.ops.numba.portable.portable_kernels`
-says which module the default mode uses (``LASAGNE_BN_PORTABLE=1`` forces this one).
+(generic code around the same 2-D engine).
+:func:`lasagne_bn.ops.numba.portable.kernels_module` says which module the
+default mode uses (``LASAGNE_BN_PORTABLE=1`` forces this one).
 
 - forward: the windows of a block of output rows are unrolled into ``col``
   (``Cg*kh*kw`` rows, one column per output position), and
