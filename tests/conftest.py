@@ -27,6 +27,10 @@ real default), ``perform``'s dispatch to them is checked once per Op
 about the default mode itself is marked ``default_mode``; both marks keep PyTensor's
 own set-up.  The full tier runs every test in PyTensor's default mode with the
 compiled ``perform``.
+
+The default tier compiles a debug build (Numba and the C compiler without
+optimization, ``debug_build.py``); the full tier compiles the optimized build a
+user gets.
 """
 
 from __future__ import annotations
@@ -34,11 +38,10 @@ from __future__ import annotations
 import contextlib
 import os
 
-import compile_modes  # noqa: F401 - takes the real default mode before any test changes it
-import pytensor
 import pytest
 
-from lasagne_bn.ops.compiled_perform import numpy_perform
+# Nothing here imports PyTensor or Numba at module level: the default tier's
+# debug build (debug_build.py) must set their flags first, in pytest_configure.
 
 # What a test that names no mode compiles in, in the default tier.
 _QUICK_MODE = "FAST_COMPILE"
@@ -60,11 +63,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _BUILD
+    if not config.getoption("--full"):
+        import debug_build
+
+        _BUILD = debug_build.use_debug_build()
+    import compile_modes  # noqa: F401 - takes the real default mode before any test changes it
+
     if os.environ.get("LBN_COMPILE_LOG"):  # where a cold run's time goes (compile_log.py)
         import compile_log
 
         config.pluginmanager.register(compile_log, "lbn_compile_log")
         compile_log.start()
+
+
+_BUILD = "optimized build"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"lasagne_bn tests: {_BUILD}"
 
 
 def _twins(item: pytest.Item) -> list[tuple]:
@@ -87,14 +104,15 @@ def _key(item: pytest.Item) -> tuple:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without ``--full``: leave out slow tests, and variants whose twin in the mode they
-    repeat runs (a variant with no such twin stays)."""
+    """Without ``--full``: leave out slow tests, tests of the optimized build, and
+    variants whose twin in the mode they repeat runs (a variant with no such twin
+    stays)."""
     if config.getoption("--full"):
         return
     keys = {_key(item) for item in items if item.get_closest_marker("slow") is None}
     kept, deselected = [], []
     for item in items:
-        slow = item.get_closest_marker("slow") is not None
+        slow = any(item.get_closest_marker(m) is not None for m in ("slow", "optimized_build"))
         if slow or any(twin in keys for twin in _twins(item)):
             deselected.append(item)
         else:
@@ -117,6 +135,10 @@ def _quick(request: pytest.FixtureRequest) -> bool:
 @contextlib.contextmanager
 def _quick_setup(quick: bool):
     """The quick mode and the NumPy ``perform`` while the block runs, if ``quick``."""
+    import pytensor
+
+    from lasagne_bn.ops.compiled_perform import numpy_perform
+
     if not quick:
         yield
         return
@@ -147,6 +169,8 @@ def _default_mode_unchanged(request: pytest.FixtureRequest):
     leaves the default mode changed."""
     # A ``compat.install(theano_flags="mode=...")`` outside ``change_flags`` once
     # ran every later default-mode test in FAST_COMPILE, silently.
+    import pytensor
+
     previous = pytensor.config.mode
     with _quick_setup(_quick(request)):
         mode = pytensor.config.mode

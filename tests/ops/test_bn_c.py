@@ -398,6 +398,7 @@ def test_c_helpers_are_shared_and_survive_fork():
 
 
 @pytest.mark.default_mode
+@pytest.mark.optimized_build  # both compilers fuse the affine pass's multiply-add
 def test_large_outputs_stream_with_the_default_modes_bits():
     """From 16 MiB the C affine pass streams its stores, as the default mode's: same bits."""
     from lasagne_bn.ops import batch_normalization_test
