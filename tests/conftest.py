@@ -64,10 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     global _BUILD
+    import jax_cache
+
     if not config.getoption("--full"):
         import debug_build
 
         _BUILD = debug_build.use_debug_build()
+    _BUILD += "; " + jax_cache.use_jax_cache()
     import compile_modes  # noqa: F401 - takes the real default mode before any test changes it
 
     if os.environ.get("LBN_COMPILE_LOG"):  # where a cold run's time goes (compile_log.py)

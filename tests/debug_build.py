@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-DEBUG_CACHE = Path(__file__).resolve().parent.parent / ".numba-debug-cache"
+DEBUG_CACHE = Path(__file__).resolve().parent.parent / ".test-cache" / "numba-debug"
 
 
 def _flag_names(pytensor_flags: str) -> set[str]:
