@@ -28,9 +28,9 @@ about the default mode itself is marked ``default_mode``; both marks keep PyTens
 own set-up.  The full tier runs every test in PyTensor's default mode with the
 compiled ``perform``.
 
-The default tier compiles a debug build (Numba and the C compiler without
-optimization, ``debug_build.py``); the full tier compiles the optimized build a
-user gets.
+The default tier compiles a debug build (Numba at ``NUMBA_OPT=1``, the C compiler
+at ``-O0``: ``debug_build.py``); the full tier compiles the optimized build a user
+gets, and alone runs the tests marked ``optimized_build``.
 """
 
 from __future__ import annotations
@@ -106,17 +106,21 @@ def _key(item: pytest.Item) -> tuple:
     return (item.path, item.originalname, callspec.id if callspec else "")
 
 
+def _full_only(item: pytest.Item) -> bool:
+    """Whether ``item`` is marked for the full tier alone."""
+    return any(item.get_closest_marker(m) is not None for m in ("slow", "optimized_build"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--full``: leave out slow tests, tests of the optimized build, and
     variants whose twin in the mode they repeat runs (a variant with no such twin
     stays)."""
     if config.getoption("--full"):
         return
-    keys = {_key(item) for item in items if item.get_closest_marker("slow") is None}
+    keys = {_key(item) for item in items if not _full_only(item)}
     kept, deselected = [], []
     for item in items:
-        slow = any(item.get_closest_marker(m) is not None for m in ("slow", "optimized_build"))
-        if slow or any(twin in keys for twin in _twins(item)):
+        if _full_only(item) or any(twin in keys for twin in _twins(item)):
             deselected.append(item)
         else:
             kept.append(item)
